@@ -1,0 +1,62 @@
+//===- ChromeTrace.cpp - Chrome trace / Perfetto JSON ---------------------===//
+//
+// Complete ("X") events per action, metadata events naming processes and
+// rank tracks; see ChromeTrace.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/ChromeTrace.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+using namespace stagecraft::pipe::sched;
+namespace json = llvm::json;
+
+void ChromeTraceWriter::addTimeline(llvm::StringRef name,
+                                    const Problem &problem,
+                                    const Timeline &timeline) {
+  int pid = nextPid++;
+  events.push_back(json::Object{{"name", "process_name"},
+                                {"ph", "M"},
+                                {"pid", pid},
+                                {"args", json::Object{{"name", name}}}});
+  for (size_t r = 0; r < timeline.ranks.size(); ++r) {
+    int tid = static_cast<int>(r);
+    events.push_back(
+        json::Object{{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", pid},
+                     {"tid", tid},
+                     {"args", json::Object{{"name", fmt::format("rank {}", r)}}}});
+    events.push_back(json::Object{{"name", "thread_sort_index"},
+                                  {"ph", "M"},
+                                  {"pid", pid},
+                                  {"tid", tid},
+                                  {"args", json::Object{{"sort_index", tid}}}});
+    for (const TimedAction &ta : timeline.ranks[r]) {
+      const Action &a = ta.action;
+      events.push_back(json::Object{
+          {"name", fmt::format("{}{}{}", a.stage, actionLetter(a.kind),
+                               a.microbatch)},
+          {"cat", actionOpName(a.kind)},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", ta.start * microsPerUnit},
+          {"dur", (ta.end - ta.start) * microsPerUnit},
+          {"args", json::Object{{"stage", problem.stages[a.stage].name},
+                                {"microbatch", a.microbatch}}}});
+    }
+  }
+}
+
+std::string ChromeTraceWriter::str() const {
+  json::Object root{{"traceEvents", json::Array(events)},
+                    {"displayTimeUnit", "ms"}};
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << json::Value(std::move(root)) << "\n";
+  return os.str();
+}

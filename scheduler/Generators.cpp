@@ -1,0 +1,68 @@
+//===- Generators.cpp - Schedule kind dispatch ----------------------------===//
+//
+// Kind names and the `generateSchedule` entry point.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Generators.h"
+
+#include <fmt/format.h>
+
+using namespace stagecraft::pipe::sched;
+
+static constexpr ScheduleKind kAllKinds[] = {
+    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B};
+
+llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::Interleaved1F1B:
+    return "interleaved-1f1b";
+  }
+  llvm_unreachable("unknown schedule kind");
+}
+
+llvm::Expected<ScheduleKind> stagecraft::pipe::sched::parseScheduleKind(llvm::StringRef name) {
+  std::string known;
+  for (ScheduleKind kind : kAllKinds) {
+    if (scheduleKindName(kind) == name)
+      return kind;
+    known += (known.empty() ? "" : ", ") + scheduleKindName(kind).str();
+  }
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      fmt::format("unknown schedule kind '{}'; expected one of: {}",
+                  name.str(), known));
+}
+
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateSchedule(const Problem &problem,
+                              const ScheduleOptions &options) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  if (options.kind != ScheduleKind::Interleaved1F1B && options.chunks > 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("chunks={} applies to interleaved-1f1b only, not {}",
+                    options.chunks, scheduleKindName(options.kind).str()));
+  switch (options.kind) {
+  case ScheduleKind::GPipe: {
+    auto placement = placeContiguous(problem, /*requireContiguous=*/false);
+    if (!placement)
+      return placement.takeError();
+    return generateGPipe(problem, *placement);
+  }
+  case ScheduleKind::OneFOneB: {
+    auto placement = placeContiguous(problem, /*requireContiguous=*/true);
+    if (!placement)
+      return placement.takeError();
+    return generateOneFOneB(problem, *placement);
+  }
+  case ScheduleKind::Interleaved1F1B:
+    return generateInterleaved1F1B(problem, options.chunks);
+  }
+  llvm_unreachable("unknown schedule kind");
+}

@@ -1,0 +1,108 @@
+//===- Interleaved1F1B.cpp - Interleaved 1F1B schedule --------------------===//
+//
+// Megatron-LM's interleaved 1F1B (Narayanan et al., SC'21): with v chunks,
+// rank r hosts stages r, r + p, ..., and walks its "virtual microbatches" in
+// rounds: for each round of p microbatches, chunk 0 for all of them, then
+// chunk 1, and so on; backwards in the same rounds with the chunks reversed.
+// Rank r warms up with 2(p - r - 1) + (v - 1)p forwards, then alternates.
+//
+// Megatron requires m to be a multiple of p. Here the last round is simply
+// shorter; when that leaves a rank's warm-up too short to make progress (the
+// simulator reports it stuck), that rank gets one more warm-up forward and the
+// schedule is checked again. Warm-up equal to all forwards is GPipe-like and
+// always valid, so the loop ends.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include <algorithm>
+
+using namespace stagecraft::pipe::sched;
+
+namespace {
+struct VirtualOrder {
+  std::vector<Action> forwards;
+  std::vector<Action> backwards;
+};
+} // namespace
+
+/// The forward and backward sequences of rank \p r.
+static VirtualOrder virtualOrder(int r, int p, int v, int mbs) {
+  VirtualOrder order;
+  for (int m0 = 0; m0 < mbs; m0 += p) {
+    int m1 = std::min(mbs, m0 + p);
+    for (int c = 0; c < v; ++c)
+      for (int m = m0; m < m1; ++m)
+        order.forwards.push_back({ActionKind::Forward, c * p + r, m});
+    for (int c = v - 1; c >= 0; --c)
+      for (int m = m0; m < m1; ++m)
+        order.backwards.push_back({ActionKind::Backward, c * p + r, m});
+  }
+  return order;
+}
+
+static std::vector<Action> interleave(const VirtualOrder &order, int warmup) {
+  std::vector<Action> result;
+  size_t total = order.forwards.size();
+  result.reserve(2 * total);
+  size_t f = 0, b = 0;
+  for (; f < static_cast<size_t>(warmup); ++f)
+    result.push_back(order.forwards[f]);
+  while (f < total) {
+    result.push_back(order.forwards[f++]);
+    result.push_back(order.backwards[b++]);
+  }
+  while (b < total)
+    result.push_back(order.backwards[b++]);
+  return result;
+}
+
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chunks) {
+  llvm::Expected<std::vector<int>> placement =
+      placeRoundRobin(problem, chunks);
+  if (!placement)
+    return placement.takeError();
+  const int p = problem.ranks, mbs = problem.microbatches;
+  const int v = problem.numStages() / p;
+
+  Schedule schedule;
+  schedule.placement = std::move(*placement);
+  schedule.ranks.resize(p);
+  std::vector<VirtualOrder> orders;
+  std::vector<int> warmup(p);
+  const int total = mbs * v;
+  const int firstRound = std::min(p, mbs);
+  for (int r = 0; r < p; ++r) {
+    orders.push_back(virtualOrder(r, p, v, mbs));
+    int w = v == 1 ? p - r - 1 : 2 * (p - r - 1) + (v - 1) * firstRound;
+    warmup[r] = std::min(w, total);
+    schedule.ranks[r] = interleave(orders[r], warmup[r]);
+  }
+
+  while (true) {
+    llvm::Error err = verifySchedule(problem, schedule);
+    if (!err)
+      return schedule;
+    bool grew = false;
+    llvm::Error rest = llvm::handleErrors(
+        std::move(err), [&](const ScheduleError &error) -> llvm::Error {
+          for (const ScheduleNote &note : error.notes) {
+            int r = note.site.rank;
+            if (r < 0 || warmup[r] >= total)
+              continue;
+            ++warmup[r];
+            schedule.ranks[r] = interleave(orders[r], warmup[r]);
+            grew = true;
+          }
+          return llvm::Error::success();
+        });
+    if (rest)
+      return std::move(rest);
+    if (!grew)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "interleaved-1f1b found no valid warm-up");
+  }
+}

@@ -1,0 +1,59 @@
+//===- OneFOneB.cpp - 1F1B schedule ---------------------------------------===//
+//
+// 1F1B (PipeDream-Flush, Narayanan et al., 2021). A rank holding the k-th of
+// p contiguous blocks runs min(p - k - 1, m) warm-up forwards, then alternates
+// one forward and one backward, then drains the remaining backwards. A block
+// of several stages runs its forwards in chain order and its backwards in
+// reverse, as one unit. The rank with block 0 thus keeps at most min(p, m)
+// microbatches in flight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Generators.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace stagecraft::pipe::sched;
+
+Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
+                                       llvm::ArrayRef<int> placement) {
+  const int p = problem.ranks, mbs = problem.microbatches;
+  Schedule schedule;
+  schedule.placement.assign(placement.begin(), placement.end());
+  schedule.ranks.resize(p);
+
+  // Block position of each rank: ranks ordered by their first stage.
+  std::vector<int> firstStage(p, problem.numStages());
+  for (int s = problem.numStages() - 1; s >= 0; --s)
+    firstStage[placement[s]] = s;
+  std::vector<int> byPosition(p);
+  std::iota(byPosition.begin(), byPosition.end(), 0);
+  std::sort(byPosition.begin(), byPosition.end(),
+            [&](int a, int b) { return firstStage[a] < firstStage[b]; });
+
+  for (int k = 0; k < p; ++k) {
+    int r = byPosition[k];
+    std::vector<int> stages = schedule.stagesOf(r);
+    std::vector<Action> &order = schedule.ranks[r];
+    auto forward = [&](int m) {
+      for (int s : stages)
+        order.push_back({ActionKind::Forward, s, m});
+    };
+    auto backward = [&](int m) {
+      for (auto it = stages.rbegin(); it != stages.rend(); ++it)
+        order.push_back({ActionKind::Backward, *it, m});
+    };
+    int warmup = std::min(p - k - 1, mbs);
+    int nextF = 0, nextB = 0;
+    for (; nextF < warmup; ++nextF)
+      forward(nextF);
+    while (nextF < mbs) {
+      forward(nextF++);
+      backward(nextB++);
+    }
+    while (nextB < mbs)
+      backward(nextB++);
+  }
+  return schedule;
+}

@@ -1,0 +1,82 @@
+//===- Problem.cpp - Pipeline scheduling problem --------------------------===//
+//
+// Validation of a scheduling problem; see Problem.h for the preconditions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Problem.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+using namespace stagecraft::pipe::sched;
+
+bool Problem::isPinned() const {
+  if (stages.empty())
+    return false;
+  for (const Stage &stage : stages)
+    if (!stage.rank)
+      return false;
+  return true;
+}
+
+static bool isNonNegativeFinite(double value) {
+  return std::isfinite(value) && value >= 0.0;
+}
+
+llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
+  auto fail = [](std::string message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (problem.ranks < 1)
+    return fail(fmt::format("ranks must be at least 1, got {}", problem.ranks));
+  if (problem.microbatches < 1)
+    return fail(fmt::format("microbatches must be at least 1, got {}",
+                            problem.microbatches));
+  if (!isNonNegativeFinite(problem.latency))
+    return fail(fmt::format("latency must be finite and non-negative, got {}",
+                            problem.latency));
+  if (problem.stages.empty())
+    return fail("pipeline has no stages");
+  if (problem.numStages() < problem.ranks)
+    return fail(fmt::format("{} stages cannot occupy {} ranks: some rank would "
+                            "host no stage",
+                            problem.numStages(), problem.ranks));
+  bool anyPinned = false;
+  for (const Stage &stage : problem.stages) {
+    const std::pair<const char *, double> values[] = {
+        {"forward", stage.forward},
+        {"backward_input", stage.backwardInput},
+        {"backward_weight", stage.backwardWeight},
+        {"activation", stage.activation},
+        {"weight_grad", stage.weightGrad}};
+    for (auto [key, value] : values)
+      if (!isNonNegativeFinite(value))
+        return fail(fmt::format("stage @{}: '{}' must be finite and "
+                                "non-negative, got {}",
+                                stage.name, key, value));
+    if (stage.weightGrad > stage.activation)
+      return fail(fmt::format("stage @{}: weight_grad ({}) exceeds activation "
+                              "({})",
+                              stage.name, stage.weightGrad, stage.activation));
+    if (stage.rank) {
+      anyPinned = true;
+      if (*stage.rank < 0 || *stage.rank >= problem.ranks)
+        return fail(fmt::format("stage @{}: rank({}) is out of range for {} "
+                                "ranks",
+                                stage.name, *stage.rank, problem.ranks));
+    }
+  }
+  if (anyPinned && !problem.isPinned())
+    return fail("pin every stage with rank(K) or none of them");
+  if (anyPinned) {
+    std::vector<bool> used(problem.ranks, false);
+    for (const Stage &stage : problem.stages)
+      used[*stage.rank] = true;
+    for (int r = 0; r < problem.ranks; ++r)
+      if (!used[r])
+        return fail(fmt::format("rank {} hosts no stage", r));
+  }
+  return llvm::Error::success();
+}

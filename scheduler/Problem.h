@@ -1,0 +1,60 @@
+//===- Problem.h - Pipeline scheduling problem ------------------*- C++ -*-===//
+//
+// The input to every scheduler: the stages of one pipeline in chain order,
+// their per-action costs and memory, the ranks and microbatches, the link
+// latency, and optional user placement. Pure data, no MLIR; `validateProblem`
+// states the preconditions every algorithm relies on.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_PROBLEM_H
+#define STAGECRAFT_SCHEDULER_PROBLEM_H
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stagecraft::pipe::sched {
+
+/// One contiguous slice of the model. Costs are in abstract time units,
+/// memory in abstract units (the simulator only adds them up).
+struct Stage {
+  std::string name;
+  double forward = 1.0;
+  double backwardInput = 1.0;
+  double backwardWeight = 1.0;
+  /// Memory allocated by a forward and held until the backward ends.
+  double activation = 1.0;
+  /// The part of `activation` still needed by the weight gradient after the
+  /// input gradient has run.
+  double weightGrad = 1.0;
+  /// The rank the user pinned this stage to, if any.
+  std::optional<int> rank;
+
+  double backward() const { return backwardInput + backwardWeight; }
+};
+
+struct Problem {
+  std::string name;
+  int ranks = 1;
+  int microbatches = 1;
+  /// Latency of a transfer between two different ranks.
+  double latency = 0.0;
+  std::vector<Stage> stages;
+
+  int numStages() const { return static_cast<int>(stages.size()); }
+  /// True when every stage carries a user placement.
+  bool isPinned() const;
+};
+
+/// Checks the preconditions of all algorithms: at least one rank, microbatch
+/// and stage; finite non-negative costs, memory and latency; weight_grad not
+/// above activation; pins either on every stage or on none, each in range,
+/// leaving no rank empty. Fails with a message naming the offending value.
+llvm::Error validateProblem(const Problem &problem);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_PROBLEM_H

@@ -1,0 +1,132 @@
+//===- PyTorchCsv.cpp - torch.distributed.pipelining CSV ------------------===//
+//
+// Export and import of PyTorch's pipelining schedule CSV; see PyTorchCsv.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/PyTorchCsv.h"
+#include "scheduler/Generators.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+using namespace stagecraft::pipe::sched;
+
+char CsvError::ID = 0;
+
+void CsvError::log(llvm::raw_ostream &os) const {
+  os << position.line << ":" << position.column << ": " << message;
+}
+
+std::string stagecraft::pipe::sched::formatPyTorchCsv(const Schedule &schedule) {
+  std::string out;
+  for (const std::vector<Action> &rank : schedule.ranks) {
+    bool first = true;
+    for (const Action &a : rank) {
+      out += fmt::format("{}{}{}{}", first ? "" : ",", a.stage,
+                         actionLetter(a.kind), a.microbatch);
+      first = false;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+static bool parseIndex(llvm::StringRef text, int &value) {
+  if (text.empty() || !llvm::all_of(text, llvm::isDigit))
+    return false;
+  return !text.getAsInteger(10, value);
+}
+
+llvm::Expected<ImportedSchedule>
+stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &problem) {
+  auto fail = [](CsvPosition pos, std::string message) {
+    return llvm::make_error<CsvError>(pos, std::move(message));
+  };
+  ImportedSchedule result;
+  Schedule &schedule = result.schedule;
+  const int n = problem.numStages();
+  std::vector<int> firstRow(n, -1);
+
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n');
+  // Trailing empty lines carry no rank.
+  while (!lines.empty() && lines.back().trim().empty())
+    lines.pop_back();
+  for (int lineNo = 0, e = static_cast<int>(lines.size()); lineNo < e;
+       ++lineNo) {
+    llvm::StringRef line = lines[lineNo].rtrim("\r");
+    int r = lineNo;
+    if (r >= problem.ranks)
+      return fail({lineNo + 1, 1},
+                  fmt::format("row {} is one too many: pipeline @{} has {} "
+                              "ranks",
+                              lineNo + 1, problem.name, problem.ranks));
+    schedule.ranks.emplace_back();
+    result.positions.emplace_back();
+    size_t column = 0;
+    while (true) {
+      size_t comma = line.find(',', column);
+      llvm::StringRef raw = line.slice(column, comma);
+      CsvPosition pos{lineNo + 1, static_cast<int>(column) + 1};
+      llvm::StringRef cell = raw.trim();
+      if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
+        cell = cell.drop_front().drop_back().trim();
+      if (!cell.empty()) {
+        size_t digits = cell.find_if_not(llvm::isDigit);
+        llvm::StringRef stageText = cell.take_front(digits);
+        llvm::StringRef rest = cell.drop_front(digits);
+        size_t tail = rest.find_if(llvm::isDigit);
+        llvm::StringRef kindText = rest.take_front(tail);
+        llvm::StringRef mbText = rest.drop_front(kindText.size());
+        int stage = 0, mb = 0;
+        bool isComm = kindText == "SEND_F" || kindText == "RECV_F" ||
+                      kindText == "SEND_B" || kindText == "RECV_B";
+        std::optional<ActionKind> kind;
+        if (kindText.size() == 1)
+          kind = actionKindFromLetter(kindText.front());
+        if (!parseIndex(stageText, stage) || !parseIndex(mbText, mb) ||
+            (!kind && !isComm))
+          return fail(pos, fmt::format("bad action '{}': expected "
+                                       "<stage><F|I|W|B><microbatch>, e.g. "
+                                       "0F3",
+                                       cell.str()));
+        if (stage >= n)
+          return fail(pos, fmt::format("action '{}' names stage {}, pipeline "
+                                       "@{} has {} stages",
+                                       cell.str(), stage, problem.name, n));
+        if (kind) {
+          if (firstRow[stage] < 0)
+            firstRow[stage] = r;
+          schedule.ranks.back().push_back({*kind, stage, mb});
+          result.positions.back().push_back(pos);
+        }
+      }
+      if (comma == llvm::StringRef::npos)
+        break;
+      column = comma + 1;
+    }
+  }
+  if (schedule.numRanks() != problem.ranks)
+    return fail({static_cast<int>(lines.size()) + 1, 1},
+                fmt::format("CSV has {} rows, pipeline @{} has {} ranks",
+                            schedule.numRanks(), problem.name, problem.ranks));
+
+  // Stages that never appear keep the default block placement, so that the
+  // verifier reports their actions as missing rather than misplaced.
+  llvm::Expected<std::vector<int>> fallback =
+      placeContiguous(problem, /*requireContiguous=*/false);
+  if (!fallback)
+    return fallback.takeError();
+  schedule.placement = std::move(*fallback);
+  for (int s = 0; s < n; ++s) {
+    if (problem.stages[s].rank)
+      schedule.placement[s] = *problem.stages[s].rank;
+    else if (firstRow[s] >= 0)
+      schedule.placement[s] = firstRow[s];
+  }
+  return result;
+}

@@ -1,0 +1,32 @@
+//===- Report.h - Human-readable schedule reports ---------------*- C++ -*-===//
+//
+// Text a person reads: a summary table (makespan, bubble ratio, busy time and
+// peak memory per rank) and an ASCII timeline with one row per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_REPORT_H
+#define STAGECRAFT_SCHEDULER_REPORT_H
+
+#include "scheduler/Simulator.h"
+
+#include <string>
+
+namespace stagecraft::pipe::sched {
+
+/// The timeline of \p timeline in at most \p width columns per rank. Each
+/// action is drawn as its letter and microbatch ("F3", "B12") padded to its
+/// duration when the scale leaves room, and as its letter alone otherwise;
+/// idle time is '.'.
+std::string renderAsciiTimeline(const Timeline &timeline, int width = 100);
+
+/// A summary of \p schedule named \p scheduleName: problem size, makespan,
+/// bubble ratio, per-rank stages, busy time and peak memory, then the ASCII
+/// timeline.
+std::string formatSummary(const Problem &problem, const Schedule &schedule,
+                          const Timeline &timeline,
+                          llvm::StringRef scheduleName, int width = 100);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_REPORT_H

@@ -1,0 +1,67 @@
+//===- Schedule.h - Per-rank ordered actions --------------------*- C++ -*-===//
+//
+// A schedule: where each stage lives (placement) and, for every rank, the
+// order in which it runs its compute actions. It says nothing about time;
+// the simulator derives time from a schedule and its problem.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_SCHEDULE_H
+#define STAGECRAFT_SCHEDULER_SCHEDULE_H
+
+#include "scheduler/Problem.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stagecraft::pipe::sched {
+
+/// F forward, I backward for inputs, W backward for weights, B full backward
+/// (I and W fused).
+enum class ActionKind : uint8_t {
+  Forward,
+  BackwardInput,
+  BackwardWeight,
+  Backward,
+};
+constexpr int kNumActionKinds = 4;
+
+/// The letter PyTorch's pipelining CSV uses for \p kind.
+char actionLetter(ActionKind kind);
+/// Inverse of `actionLetter`; nullopt for any other character.
+std::optional<ActionKind> actionKindFromLetter(char letter);
+/// The `pipe` op name without dialect prefix ("forward", "backward_input").
+llvm::StringRef actionOpName(ActionKind kind);
+
+struct Action {
+  ActionKind kind;
+  int stage;
+  int microbatch;
+
+  bool operator==(const Action &other) const {
+    return kind == other.kind && stage == other.stage &&
+           microbatch == other.microbatch;
+  }
+};
+
+/// "forward @s0 mb 3", for diagnostics.
+std::string describeAction(const Problem &problem, const Action &action);
+
+struct Schedule {
+  /// placement[stage] is the rank hosting that stage.
+  std::vector<int> placement;
+  /// ranks[r] is the compute order of rank r.
+  std::vector<std::vector<Action>> ranks;
+
+  int numRanks() const { return static_cast<int>(ranks.size()); }
+  /// Stages hosted by \p rank, in chain order.
+  std::vector<int> stagesOf(int rank) const;
+};
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_SCHEDULE_H

@@ -1,0 +1,49 @@
+//===- Simulator.h - Event simulation of a schedule -------------*- C++ -*-===//
+//
+// Runs a task graph with the semantics of DESIGN.md: each rank runs its tasks
+// one at a time in order, a task starts once its rank is free and every
+// dependency has ended (plus the link latency across ranks). The same walk is
+// the deadlock check: when no rank can advance, the schedule is invalid and
+// the error names, per rank, the action it is stuck on and what it waits for.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_SIMULATOR_H
+#define STAGECRAFT_SCHEDULER_SIMULATOR_H
+
+#include "scheduler/TaskGraph.h"
+
+namespace stagecraft::pipe::sched {
+
+struct TimedAction {
+  Action action;
+  double start;
+  double end;
+};
+
+struct Timeline {
+  double makespan = 0.0;
+  /// 1 - sum(busy) / (ranks * makespan); 0 when the makespan is 0.
+  double bubbleRatio = 0.0;
+  /// Per rank: total compute time.
+  std::vector<double> busy;
+  /// Per rank: the maximum live memory over time.
+  std::vector<double> peakMemory;
+  /// Per rank: the actions in run order with their times.
+  std::vector<std::vector<TimedAction>> ranks;
+};
+
+/// Simulates \p graph. Fails with a ScheduleError naming every stuck rank
+/// when the per-rank orders admit no execution.
+llvm::Expected<Timeline> simulate(const TaskGraph &graph);
+
+/// Builds the task graph of \p schedule and simulates it.
+llvm::Expected<Timeline> simulate(const Problem &problem,
+                                  const Schedule &schedule);
+
+/// Checks that \p schedule covers \p problem and can run to completion.
+llvm::Error verifySchedule(const Problem &problem, const Schedule &schedule);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_SIMULATOR_H

@@ -1,0 +1,210 @@
+//===- TaskGraph.cpp - Tasks, dependencies and per-rank orders ------------===//
+//
+// The task graph container and its construction from an F/I/W/B schedule,
+// including the coverage check (each action exactly once, on its host rank).
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/TaskGraph.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+using namespace stagecraft::pipe::sched;
+
+TaskId TaskGraph::addTask(const Task &task) {
+  assert(task.rank >= 0 && task.rank < numRanks() && "rank out of range");
+  TaskId id = static_cast<TaskId>(tasks.size());
+  tasks.push_back(task);
+  position.push_back(static_cast<int>(order[task.rank].size()));
+  order[task.rank].push_back(id);
+  return id;
+}
+
+void TaskGraph::addDependencies(TaskId task, llvm::ArrayRef<Dependency> deps) {
+  assert(static_cast<size_t>(task) + 1 == depOffsets.size() &&
+         "dependencies must be added in task order");
+  depList.insert(depList.end(), deps.begin(), deps.end());
+  depOffsets.push_back(static_cast<uint32_t>(depList.size()));
+}
+
+llvm::ArrayRef<Dependency> TaskGraph::dependencies(TaskId id) const {
+  assert(static_cast<size_t>(id) + 1 < depOffsets.size() &&
+         "dependencies of this task were not added");
+  return llvm::ArrayRef<Dependency>(depList.data() + depOffsets[id],
+                                    depList.data() + depOffsets[id + 1]);
+}
+
+namespace {
+/// Dense (stage, microbatch, kind) -> task lookup.
+class TaskIndex {
+public:
+  TaskIndex(int stages, int microbatches)
+      : microbatches(microbatches),
+        ids(static_cast<size_t>(stages) * microbatches * kNumActionKinds, -1) {}
+
+  TaskId &operator()(int stage, int mb, ActionKind kind) {
+    return ids[(static_cast<size_t>(stage) * microbatches + mb) *
+                   kNumActionKinds +
+               static_cast<int>(kind)];
+  }
+
+private:
+  int microbatches;
+  std::vector<TaskId> ids;
+};
+} // namespace
+
+llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
+                                                      const Schedule &schedule) {
+  const int numStages = problem.numStages();
+  const int numMbs = problem.microbatches;
+  if (schedule.numRanks() != problem.ranks)
+    return scheduleError(fmt::format("schedule has {} ranks, pipeline @{} has {}",
+                                     schedule.numRanks(), problem.name,
+                                     problem.ranks));
+  if (static_cast<int>(schedule.placement.size()) != numStages)
+    return scheduleError(fmt::format("placement covers {} stages, pipeline @{} "
+                                     "has {}",
+                                     schedule.placement.size(), problem.name,
+                                     numStages));
+  for (int s = 0; s < numStages; ++s) {
+    int r = schedule.placement[s];
+    if (r < 0 || r >= problem.ranks)
+      return scheduleError(fmt::format("stage @{} is placed on rank {}, out of "
+                                       "range for {} ranks",
+                                       problem.stages[s].name, r,
+                                       problem.ranks));
+  }
+
+  TaskGraph graph(problem.ranks);
+  TaskIndex index(numStages, numMbs);
+  for (int r = 0; r < problem.ranks; ++r) {
+    const std::vector<Action> &actions = schedule.ranks[r];
+    for (int i = 0, e = static_cast<int>(actions.size()); i < e; ++i) {
+      const Action &a = actions[i];
+      ScheduleSite site{r, i};
+      if (a.stage < 0 || a.stage >= numStages)
+        return scheduleError(fmt::format("action refers to stage #{}, pipeline "
+                                         "@{} has {} stages",
+                                         a.stage, problem.name, numStages),
+                             site);
+      if (a.microbatch < 0 || a.microbatch >= numMbs)
+        return scheduleError(
+            fmt::format("{}: microbatch {} is out of range, pipeline @{} has {} "
+                        "microbatches",
+                        describeAction(problem, a), a.microbatch, problem.name,
+                        numMbs),
+            site);
+      const Stage &stage = problem.stages[a.stage];
+      int host = schedule.placement[a.stage];
+      if (host != r)
+        return scheduleError(fmt::format("{} is on rank {}, but @{} is hosted "
+                                         "by rank {}",
+                                         describeAction(problem, a), r,
+                                         stage.name, host),
+                             site);
+      TaskId &slot = index(a.stage, a.microbatch, a.kind);
+      if (slot >= 0) {
+        const Task &first = graph.task(slot);
+        return scheduleError(
+            fmt::format("duplicate {}", describeAction(problem, a)), site,
+            {{{first.rank, graph.positionOf(slot)}, "first occurrence here"}});
+      }
+      Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0};
+      switch (a.kind) {
+      case ActionKind::Forward:
+        task.cost = stage.forward;
+        task.allocAtStart = stage.activation;
+        break;
+      case ActionKind::BackwardInput:
+        task.cost = stage.backwardInput;
+        task.freeAtEnd = stage.activation - stage.weightGrad;
+        break;
+      case ActionKind::BackwardWeight:
+        task.cost = stage.backwardWeight;
+        task.freeAtEnd = stage.weightGrad;
+        break;
+      case ActionKind::Backward:
+        task.cost = stage.backward();
+        task.freeAtEnd = stage.activation;
+        break;
+      }
+      slot = graph.addTask(task);
+    }
+  }
+
+  // Coverage: report the first gap and how many there are in all.
+  auto siteOf = [&](TaskId id) -> ScheduleSite {
+    return {graph.task(id).rank, graph.positionOf(id)};
+  };
+  std::string firstMissing;
+  size_t missing = 0;
+  for (int s = 0; s < numStages; ++s) {
+    for (int m = 0; m < numMbs; ++m) {
+      TaskId b = index(s, m, ActionKind::Backward);
+      TaskId in = index(s, m, ActionKind::BackwardInput);
+      TaskId w = index(s, m, ActionKind::BackwardWeight);
+      if (b >= 0 && (in >= 0 || w >= 0)) {
+        TaskId split = in >= 0 ? in : w;
+        return scheduleError(
+            fmt::format("{} splits a backward that {} already runs in full",
+                        describeAction(problem, graph.task(split).action()),
+                        describeAction(problem, graph.task(b).action())),
+            siteOf(split), {{siteOf(b), "full backward here"}});
+      }
+      auto noteMissing = [&](ActionKind kind) {
+        if (missing++ == 0)
+          firstMissing = describeAction(problem, {kind, s, m});
+      };
+      if (index(s, m, ActionKind::Forward) < 0)
+        noteMissing(ActionKind::Forward);
+      if (b < 0) {
+        if (in < 0 && w < 0)
+          noteMissing(ActionKind::Backward);
+        else if (in < 0)
+          noteMissing(ActionKind::BackwardInput);
+        else if (w < 0)
+          noteMissing(ActionKind::BackwardWeight);
+      }
+    }
+  }
+  if (missing == 1)
+    return scheduleError(fmt::format("missing {}", firstMissing));
+  if (missing > 1)
+    return scheduleError(fmt::format("missing {} (and {} more actions)",
+                                     firstMissing, missing - 1));
+
+  // Dependencies, in task order.
+  for (TaskId t = 0, e = static_cast<TaskId>(graph.numTasks()); t < e; ++t) {
+    const Task &task = graph.task(t);
+    llvm::SmallVector<Dependency, 2> deps;
+    auto dependOn = [&](TaskId producer) {
+      assert(producer >= 0 && "coverage checked above");
+      double latency =
+          graph.task(producer).rank == task.rank ? 0.0 : problem.latency;
+      deps.push_back({producer, latency});
+    };
+    int s = task.stage, m = task.microbatch;
+    switch (task.kind) {
+    case ActionKind::Forward:
+      if (s > 0)
+        dependOn(index(s - 1, m, ActionKind::Forward));
+      break;
+    case ActionKind::BackwardInput:
+    case ActionKind::Backward:
+      dependOn(index(s, m, ActionKind::Forward));
+      if (s + 1 < numStages) {
+        TaskId grad = index(s + 1, m, ActionKind::BackwardInput);
+        dependOn(grad >= 0 ? grad : index(s + 1, m, ActionKind::Backward));
+      }
+      break;
+    case ActionKind::BackwardWeight:
+      dependOn(index(s, m, ActionKind::BackwardInput));
+      break;
+    }
+    graph.addDependencies(t, deps);
+  }
+  return graph;
+}

@@ -1,0 +1,71 @@
+//===- ReportTest.cpp - Summary, ASCII timeline and Chrome trace ----------===//
+//
+// What a person reads: the summary numbers, the timeline rows, and a trace
+// that parses as JSON with one event per action.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "scheduler/ChromeTrace.h"
+#include "scheduler/Generators.h"
+#include "scheduler/Report.h"
+
+#include "llvm/ADT/StringRef.h"
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+TEST(Report, AsciiTimelineDrawsEveryRankToScale) {
+  Problem problem = uniformProblem(2, 2, 2);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::OneFOneB});
+  Timeline t = *simulate(problem, s);
+  // makespan 9, 18 columns: 2 columns per unit.
+  std::string text = renderAsciiTimeline(t, 18);
+  EXPECT_EQ(text, "timeline: 1 column = 0.5 time units\n"
+                  "rank 0 |F0F1....B0  ..B1  |\n"
+                  "rank 1 |..F0B0  F1B1  ....|\n");
+}
+
+TEST(Report, SummaryListsMakespanBubbleAndPeakPerRank) {
+  Problem problem = uniformProblem(4, 8, 4);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::OneFOneB});
+  Timeline t = *simulate(problem, s);
+  std::string text = formatSummary(problem, s, t, "p_1f1b");
+  EXPECT_NE(text.find("makespan 33, bubble ratio 0.2727"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    0          24             4  @s0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    3          24             1  @s3"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 3 |"), std::string::npos);
+}
+
+TEST(ChromeTrace, OneCompleteEventPerActionOnRankTracks) {
+  Problem problem = uniformProblem(3, 4, 3);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::GPipe});
+  Timeline t = *simulate(problem, s);
+  ChromeTraceWriter writer;
+  writer.addTimeline("simulated", problem, t);
+  llvm::Expected<llvm::json::Value> doc = llvm::json::parse(writer.str());
+  ASSERT_TRUE(!!doc) << llvm::toString(doc.takeError());
+  const llvm::json::Array *events =
+      doc->getAsObject()->getArray("traceEvents");
+  ASSERT_TRUE(events);
+  int complete = 0;
+  for (const llvm::json::Value &e : *events) {
+    const llvm::json::Object *o = e.getAsObject();
+    if (o->getString("ph") != "X")
+      continue;
+    ++complete;
+    EXPECT_GE(*o->getNumber("dur"), 0.0);
+    EXPECT_LT(*o->getInteger("tid"), 3);
+  }
+  EXPECT_EQ(complete, 3 * 4 * 2);
+}
+
+} // namespace

@@ -1,0 +1,62 @@
+//===- TestUtil.h - Helpers for scheduler unit tests ------------*- C++ -*-===//
+//
+// Problem builders and grids shared by the scheduler unit tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_TEST_UNIT_TESTUTIL_H
+#define STAGECRAFT_TEST_UNIT_TESTUTIL_H
+
+#include "scheduler/Problem.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace stagecraft::pipe::sched::test {
+
+struct Costs {
+  double forward, backwardInput, backwardWeight;
+};
+
+/// \p stages identical stages named s0, s1, ...
+inline Problem uniformProblem(int ranks, int microbatches, int stages,
+                              Costs costs = {1.0, 1.0, 1.0},
+                              double latency = 0.0) {
+  Problem problem;
+  problem.name = "p";
+  problem.ranks = ranks;
+  problem.microbatches = microbatches;
+  problem.latency = latency;
+  for (int s = 0; s < stages; ++s) {
+    Stage stage;
+    stage.name = "s" + std::to_string(s);
+    stage.forward = costs.forward;
+    stage.backwardInput = costs.backwardInput;
+    stage.backwardWeight = costs.backwardWeight;
+    problem.stages.push_back(stage);
+  }
+  return problem;
+}
+
+/// Ranks 1..8 and 16, as the closed-form grids use.
+inline std::vector<int> rankGrid() { return {1, 2, 3, 4, 5, 6, 7, 8, 16}; }
+
+/// Cost triples: the uniform F = I = W case and two lopsided ones.
+inline std::vector<Costs> costGrid() {
+  return {{1.0, 1.0, 1.0}, {1.0, 2.0, 0.5}, {2.0, 1.0, 1.5}};
+}
+
+/// The message of \p err, consuming it; "" for success.
+inline std::string errorMessage(llvm::Error err) {
+  if (!err)
+    return "";
+  return llvm::toString(std::move(err));
+}
+
+} // namespace stagecraft::pipe::sched::test
+
+#endif // STAGECRAFT_TEST_UNIT_TESTUTIL_H
