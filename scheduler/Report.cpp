@@ -18,7 +18,10 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(const Timeline &timelin
   std::string out;
   if (timeline.makespan <= 0.0 || width < 1)
     return out;
-  const double scale = width / timeline.makespan;
+  // Whole columns per time unit when they fit keep equal costs equally wide.
+  double scale = width / timeline.makespan;
+  if (scale >= 1.0)
+    scale = std::floor(scale);
   const int columns =
       std::max(1, static_cast<int>(std::ceil(timeline.makespan * scale - 1e-9)));
   out += fmt::format("timeline: 1 column = {:.3g} time units\n", 1.0 / scale);

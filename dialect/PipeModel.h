@@ -1,0 +1,63 @@
+//===- PipeModel.h - pipe IR <-> scheduler model ----------------*- C++ -*-===//
+//
+// The bridge between the `pipe` ops and the MLIR-free scheduler library:
+// read a pipeline into a `sched::Problem`, a schedule op into a
+// `sched::Schedule` (remembering the op behind every action, for
+// diagnostics), build a schedule op from a `sched::Schedule`, and turn a
+// `sched::ScheduleError` into a located diagnostic. The op verifiers and the
+// passes share it, so both check schedules with the same code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_DIALECT_PIPEMODEL_H
+#define STAGECRAFT_DIALECT_PIPEMODEL_H
+
+#include "dialect/PipeOps.h"
+
+#include "scheduler/Schedule.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <optional>
+#include <vector>
+
+namespace stagecraft::pipe {
+
+/// The problem a verified \p pipeline describes.
+sched::Problem problemFromPipeline(PipelineOp pipeline);
+
+/// The kind of an action op; nullopt for any other op.
+std::optional<sched::ActionKind> getActionKind(mlir::Operation *op);
+
+struct ScheduleModel {
+  sched::Problem problem;
+  sched::Schedule schedule;
+  /// actionOps[r][i] is the op of action i of rank r.
+  std::vector<std::vector<mlir::Operation *>> actionOps;
+  /// rankOps[r] is the `pipe.rank` op of rank r.
+  std::vector<RankOp> rankOps;
+};
+
+/// Reads \p op against \p pipeline. Fails, with a diagnostic at the op at
+/// fault, on a rank out of range, listed twice or missing, an unknown or
+/// doubly hosted stage, a stage listed on a rank other than its pin, an op
+/// that is not an action, or an action naming an unknown stage.
+mlir::FailureOr<ScheduleModel> readSchedule(ScheduleOp op, PipelineOp pipeline);
+
+/// Emits \p error (a sched::ScheduleError, or any other error as plain text)
+/// at the op of its site, with its notes attached, and returns failure.
+mlir::LogicalResult emitScheduleError(ScheduleOp op, const ScheduleModel &model,
+                                      llvm::Error error);
+
+/// Creates `pipe.schedule @name for @pipeline` with \p schedule's ranks and
+/// actions at the builder's insertion point. Action i of rank r gets location
+/// \p actionLoc(r, i) when given, else \p loc. An empty \p kind is omitted.
+ScheduleOp buildSchedule(
+    mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
+    llvm::StringRef name, llvm::StringRef kind, const sched::Schedule &schedule,
+    llvm::function_ref<mlir::Location(int, int)> actionLoc = nullptr);
+
+} // namespace stagecraft::pipe
+
+#endif // STAGECRAFT_DIALECT_PIPEMODEL_H

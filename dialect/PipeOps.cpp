@@ -1,0 +1,307 @@
+//===- PipeOps.cpp - pipe dialect operations ------------------------------===//
+//
+// Custom syntax of `pipe.pipeline` and `pipe.stage`, and the verifiers of the
+// spec and schedule ops. Schedule coverage is checked by the scheduler
+// library through PipeModel, so the verifier, the passes and the CSV importer
+// agree on what a valid schedule is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/PipeOps.h"
+#include "dialect/PipeModel.h"
+
+#include "scheduler/TaskGraph.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+using namespace mlir;
+using namespace stagecraft::pipe;
+
+//===----------------------------------------------------------------------===//
+// Numbers
+//===----------------------------------------------------------------------===//
+
+/// Parses a cost or memory value: a float or integer literal, or `inf` /
+/// `nan` so that non-finite values reach the verifier and get a clear error.
+static ParseResult parseNumber(OpAsmParser &parser, double &value) {
+  if (succeeded(parser.parseOptionalKeyword("inf"))) {
+    value = INFINITY;
+    return success();
+  }
+  if (succeeded(parser.parseOptionalKeyword("nan"))) {
+    value = NAN;
+    return success();
+  }
+  SMLoc loc = parser.getCurrentLocation();
+  Attribute attr;
+  if (parser.parseAttribute(attr))
+    return failure();
+  if (auto f = dyn_cast<FloatAttr>(attr)) {
+    value = f.getValueAsDouble();
+    return success();
+  }
+  if (auto i = dyn_cast<IntegerAttr>(attr)) {
+    value = static_cast<double>(i.getValue().getSExtValue());
+    return success();
+  }
+  return parser.emitError(loc, "expected a number");
+}
+
+/// Shortest exact decimal form that MLIR's lexer reads back as a float.
+static std::string formatNumber(double value) {
+  std::string text = fmt::format("{}", value);
+  if (!std::isfinite(value) ||
+      text.find_first_of(".") != std::string::npos)
+    return text;
+  size_t exponent = text.find('e');
+  if (exponent == std::string::npos)
+    return text + ".0";
+  return text.insert(exponent, ".0");
+}
+
+/// Parses `keyword(name = number, ...)` into \p values, whose keys are the
+/// accepted names. Fails on an unknown, repeated or missing (when \p
+/// required) name.
+static ParseResult
+parseNamedNumbers(OpAsmParser &parser, StringRef keyword,
+                  llvm::MutableArrayRef<std::pair<StringRef, std::optional<double>>>
+                      values,
+                  bool required) {
+  SMLoc listLoc = parser.getCurrentLocation();
+  auto parseEntry = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef name;
+    double value;
+    if (parser.parseKeyword(&name) || parser.parseEqual() ||
+        parseNumber(parser, value))
+      return failure();
+    for (auto &[key, slot] : values) {
+      if (key != name)
+        continue;
+      if (slot)
+        return parser.emitError(loc) << "'" << name << "' appears twice in "
+                                     << keyword << "(...)";
+      slot = value;
+      return success();
+    }
+    std::string known;
+    for (auto &entry : values)
+      known += (known.empty() ? "" : ", ") + entry.first.str();
+    return parser.emitError(loc) << "unknown " << keyword << " '" << name
+                                 << "'; expected one of: " << known;
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Paren, parseEntry))
+    return failure();
+  if (required)
+    for (auto &[key, slot] : values)
+      if (!slot)
+        return parser.emitError(listLoc)
+               << keyword << "(...) needs '" << key << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PipelineOp
+//===----------------------------------------------------------------------===//
+
+ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr name;
+  int64_t ranks, microbatches;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes) ||
+      parser.parseKeyword("ranks") || parser.parseLParen() ||
+      parser.parseInteger(ranks) || parser.parseRParen() ||
+      parser.parseKeyword("microbatches") || parser.parseLParen() ||
+      parser.parseInteger(microbatches) || parser.parseRParen())
+    return failure();
+  result.addAttribute(getRanksAttrName(result.name),
+                      b.getI64IntegerAttr(ranks));
+  result.addAttribute(getMicrobatchesAttrName(result.name),
+                      b.getI64IntegerAttr(microbatches));
+  if (succeeded(parser.parseOptionalKeyword("latency"))) {
+    double latency;
+    if (parser.parseLParen() || parseNumber(parser, latency) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(getLatencyAttrName(result.name),
+                        b.getF64FloatAttr(latency));
+  }
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body))
+    return failure();
+  if (body->empty())
+    body->emplaceBlock();
+  return success();
+}
+
+void PipelineOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " ranks(" << getRanks() << ") microbatches(" << getMicrobatches()
+    << ")";
+  if (getLatency().convertToDouble() != 0.0)
+    p << " latency(" << formatNumber(getLatency().convertToDouble()) << ")";
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getRanksAttrName(), getMicrobatchesAttrName(),
+       getLatencyAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                /*printBlockTerminators=*/false);
+}
+
+LogicalResult PipelineOp::verify() {
+  double latency = getLatency().convertToDouble();
+  if (!std::isfinite(latency) || latency < 0.0)
+    return emitOpError() << "latency must be finite and non-negative, got "
+                         << formatNumber(latency);
+  return success();
+}
+
+LogicalResult PipelineOp::verifyRegions() {
+  for (Operation &op : getBody().front())
+    if (!isa<StageOp>(op))
+      return op.emitOpError() << "is not allowed in a pipe.pipeline; only "
+                                 "pipe.stage ops are";
+  // Stage-local rules were checked by StageOp::verify; what is left concerns
+  // the stages together and is the scheduler library's own validation.
+  StageOp firstPinned, firstUnpinned;
+  for (StageOp stage : getStages()) {
+    if (stage.getRank() && !firstPinned)
+      firstPinned = stage;
+    if (!stage.getRank() && !firstUnpinned)
+      firstUnpinned = stage;
+  }
+  if (firstPinned && firstUnpinned)
+    return firstUnpinned.emitOpError()
+           << "has no rank(K) while @" << firstPinned.getSymName()
+           << " is pinned: pin every stage or none"
+           << "";
+  if (llvm::Error err = sched::validateProblem(problemFromPipeline(*this)))
+    return emitOpError() << llvm::toString(std::move(err));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("rank"))) {
+    int64_t rank;
+    if (parser.parseLParen() || parser.parseInteger(rank) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(getRankAttrName(result.name),
+                        b.getI64IntegerAttr(rank));
+  }
+  std::pair<StringRef, std::optional<double>> costs[] = {
+      {"forward", std::nullopt},
+      {"backward_input", std::nullopt},
+      {"backward_weight", std::nullopt}};
+  if (parser.parseKeyword("cost") ||
+      parseNamedNumbers(parser, "cost", costs, /*required=*/true))
+    return failure();
+  result.addAttribute(getForwardAttrName(result.name),
+                      b.getF64FloatAttr(*costs[0].second));
+  result.addAttribute(getBackwardInputAttrName(result.name),
+                      b.getF64FloatAttr(*costs[1].second));
+  result.addAttribute(getBackwardWeightAttrName(result.name),
+                      b.getF64FloatAttr(*costs[2].second));
+  std::pair<StringRef, std::optional<double>> memory[] = {
+      {"activation", std::nullopt}, {"weight_grad", std::nullopt}};
+  if (succeeded(parser.parseOptionalKeyword("memory")) &&
+      parseNamedNumbers(parser, "memory", memory, /*required=*/false))
+    return failure();
+  double activation = memory[0].second.value_or(1.0);
+  result.addAttribute(getActivationAttrName(result.name),
+                      b.getF64FloatAttr(activation));
+  result.addAttribute(getWeightGradAttrName(result.name),
+                      b.getF64FloatAttr(memory[1].second.value_or(activation)));
+  return parser.parseOptionalAttrDict(result.attributes);
+}
+
+void StageOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  if (std::optional<uint64_t> rank = getRank())
+    p << " rank(" << static_cast<int64_t>(*rank) << ")";
+  p << " cost(forward = " << formatNumber(getForward().convertToDouble())
+    << ", backward_input = "
+    << formatNumber(getBackwardInput().convertToDouble())
+    << ", backward_weight = "
+    << formatNumber(getBackwardWeight().convertToDouble()) << ")";
+  p << " memory(activation = "
+    << formatNumber(getActivation().convertToDouble())
+    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
+    << ")";
+  p.printOptionalAttrDict(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getRankAttrName(), getForwardAttrName(),
+       getBackwardInputAttrName(), getBackwardWeightAttrName(),
+       getActivationAttrName(), getWeightGradAttrName()});
+}
+
+LogicalResult StageOp::verify() {
+  std::pair<StringRef, double> values[] = {
+      {"cost 'forward'", getForward().convertToDouble()},
+      {"cost 'backward_input'", getBackwardInput().convertToDouble()},
+      {"cost 'backward_weight'", getBackwardWeight().convertToDouble()},
+      {"memory 'activation'", getActivation().convertToDouble()},
+      {"memory 'weight_grad'", getWeightGrad().convertToDouble()}};
+  for (auto [what, value] : values)
+    if (!std::isfinite(value) || value < 0.0)
+      return emitOpError() << what << " must be finite and non-negative, got "
+                           << formatNumber(value);
+  if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())
+    return emitOpError() << "memory 'weight_grad' ("
+                         << formatNumber(getWeightGrad().convertToDouble())
+                         << ") exceeds 'activation' ("
+                         << formatNumber(getActivation().convertToDouble())
+                         << ")";
+  if (getRankAttr()) {
+    int64_t rank = getRankAttr().getInt();
+    int64_t ranks = getParentOp<PipelineOp>().getRanks();
+    if (rank < 0 || rank >= ranks)
+      return emitOpError() << "rank(" << rank << ") is out of range: pipeline @"
+                           << getParentOp<PipelineOp>().getSymName() << " has "
+                           << ranks << " ranks";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScheduleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto pipeline =
+      symbolTable.lookupNearestSymbolFrom<PipelineOp>(*this, getPipelineAttr());
+  if (!pipeline)
+    return emitOpError() << "refers to unknown pipeline " << getPipelineAttr();
+  FailureOr<ScheduleModel> model = readSchedule(*this, pipeline);
+  if (failed(model))
+    return failure();
+  llvm::Expected<sched::TaskGraph> graph =
+      sched::buildTaskGraph(model->problem, model->schedule);
+  if (!graph)
+    return emitScheduleError(*this, *model, graph.takeError());
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/PipeOps.cpp.inc"

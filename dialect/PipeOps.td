@@ -1,0 +1,159 @@
+//===- PipeOps.td - pipe dialect operations ----------------*- tablegen -*-===//
+//
+// Ops of the pipe dialect: the pipeline spec (`pipe.pipeline`, `pipe.stage`)
+// and schedules (`pipe.schedule`, `pipe.rank`, and the four actions).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_DIALECT_PIPEOPS_TD
+#define STAGECRAFT_DIALECT_PIPEOPS_TD
+
+include "dialect/PipeDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Spec
+//===----------------------------------------------------------------------===//
+
+def Pipe_PipelineOp : Pipe_Op<"pipeline", [
+    Symbol, SymbolTable, NoTerminator, SingleBlock, IsolatedFromAbove]> {
+  let summary = "A pipeline: stages in chain order on ranks, for microbatches";
+  let description = [{
+    The problem a schedule solves. Stages chain in the order they are
+    written. `latency(X)` is the delay of a transfer between two ranks
+    (default 0).
+
+    ```mlir
+    pipe.pipeline @demo ranks(2) microbatches(4) latency(0.1) {
+      pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+      pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) memory(activation = 2.0, weight_grad = 1.0)
+    }
+    ```
+  }];
+  // Counts are confined by ODS; the custom parser keeps the keyword syntax
+  // `ranks(N)` and prints costs in their shortest exact form.
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    ConfinedAttr<I64Attr, [IntMinValue<1>]>:$ranks,
+    ConfinedAttr<I64Attr, [IntMinValue<1>]>:$microbatches,
+    DefaultValuedAttr<F64Attr, "0.0">:$latency
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  // Stage placement rules need the stages, which are verified first.
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The stages in chain order.
+    auto getStages() { return getBody().front().getOps<StageOp>(); }
+  }];
+}
+
+def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
+  let summary = "One contiguous slice of the model";
+  let description = [{
+    Costs of the stage's actions, in abstract time units, and its memory:
+    `activation` is allocated by a forward and held until the backward ends;
+    `weight_grad` (at most `activation`, default `activation`) is the part
+    still held after the input gradient, until the weight gradient. Memory
+    defaults to `activation = 1.0`. `rank(K)` pins the stage to rank K.
+
+    ```mlir
+    pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    OptionalAttr<I64Attr>:$rank,
+    F64Attr:$forward,
+    F64Attr:$backward_input,
+    F64Attr:$backward_weight,
+    F64Attr:$activation,
+    F64Attr:$weight_grad
+  );
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Schedule
+//===----------------------------------------------------------------------===//
+
+def Pipe_ScheduleOp : Pipe_Op<"schedule", [
+    Symbol, NoTerminator, SingleBlock, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Per-rank ordered actions for a pipeline";
+  let description = [{
+    One `pipe.rank` per rank of `@pipeline`, each listing the stages it hosts
+    and its actions in run order. The verifier checks placement and coverage:
+    every action on the rank hosting its stage, and for every (stage,
+    microbatch) one `pipe.forward` and either one `pipe.backward` or one
+    `pipe.backward_input` and one `pipe.backward_weight`. That the order can
+    run (no deadlock) is checked by `--pipe-verify-schedule`.
+
+    `--pipe-simulate` records `makespan`, `bubble_ratio` and `peak_memory`
+    (one entry per rank) as attributes.
+
+    ```mlir
+    pipe.schedule @demo_1f1b for @demo {
+      pipe.rank 0 stages [@s0] {
+        pipe.forward @s0 mb 0
+        pipe.backward @s0 mb 0
+      }
+      pipe.rank 1 stages [@s1] {
+        pipe.forward @s1 mb 0
+        pipe.backward @s1 mb 0
+      }
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    FlatSymbolRefAttr:$pipeline,
+    OptionalAttr<StrAttr>:$kind,
+    OptionalAttr<F64Attr>:$makespan,
+    OptionalAttr<F64Attr>:$bubble_ratio,
+    OptionalAttr<DenseF64ArrayAttr>:$peak_memory
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `for` $pipeline attr-dict-with-keyword $body";
+  let extraClassDeclaration = [{
+    auto getRanks() { return getBody().front().getOps<RankOp>(); }
+  }];
+}
+
+def Pipe_RankOp : Pipe_Op<"rank", [
+    HasParent<"ScheduleOp">, NoTerminator, SingleBlock]> {
+  let summary = "The stages one rank hosts and its actions in run order";
+  let arguments = (ins
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$id,
+    FlatSymbolRefArrayAttr:$stages
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$id `stages` $stages attr-dict-with-keyword $body";
+}
+
+class Pipe_ActionOp<string mnemonic, string summaryText>
+    : Pipe_Op<mnemonic, [HasParent<"RankOp">]> {
+  let summary = summaryText;
+  let description = [{
+    Runs the action of `$stage` for microbatch `$microbatch` on the enclosing
+    rank, after the previous action of that rank.
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$microbatch
+  );
+  let assemblyFormat = "$stage `mb` $microbatch attr-dict";
+}
+
+def Pipe_ForwardOp : Pipe_ActionOp<"forward", "Forward (F)">;
+def Pipe_BackwardInputOp
+    : Pipe_ActionOp<"backward_input", "Backward for the input gradient (I)">;
+def Pipe_BackwardWeightOp
+    : Pipe_ActionOp<"backward_weight", "Backward for the weight gradient (W)">;
+def Pipe_BackwardOp
+    : Pipe_ActionOp<"backward", "Full backward, I and W fused (B)">;
+
+#endif // STAGECRAFT_DIALECT_PIPEOPS_TD

@@ -1,0 +1,33 @@
+//===- ScheduleLookup.h - Schedules with their pipelines --------*- C++ -*-===//
+//
+// Shared by the passes and the translations that read schedules: finds each
+// `pipe.schedule` of a module with its pipeline and reads both into the
+// scheduler model (the op verifier has already checked them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_PASSES_SCHEDULELOOKUP_H
+#define STAGECRAFT_PASSES_SCHEDULELOOKUP_H
+
+#include "dialect/PipeModel.h"
+
+#include "scheduler/Simulator.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace stagecraft::pipe {
+
+/// Calls \p fn with every schedule op of \p module and its model; stops at
+/// the first failure.
+mlir::LogicalResult forEachSchedule(
+    mlir::ModuleOp module,
+    llvm::function_ref<mlir::LogicalResult(ScheduleOp, const ScheduleModel &)>
+        fn);
+
+/// Simulates \p model; emits the scheduler's error at \p op on failure.
+mlir::FailureOr<sched::Timeline> simulateSchedule(ScheduleOp op,
+                                                  const ScheduleModel &model);
+
+} // namespace stagecraft::pipe
+
+#endif // STAGECRAFT_PASSES_SCHEDULELOOKUP_H

@@ -1,0 +1,39 @@
+//===- Simulate.cpp - --pipe-simulate -------------------------------------===//
+//
+// Simulates every schedule and records makespan, bubble ratio and per-rank
+// peak memory as attributes of the schedule op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/ScheduleLookup.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace stagecraft::pipe {
+#define GEN_PASS_DEF_PIPESIMULATEPASS
+#include "passes/Passes.h.inc"
+} // namespace stagecraft::pipe
+
+using namespace mlir;
+using namespace stagecraft::pipe;
+
+namespace {
+struct SimulatePass
+    : public stagecraft::pipe::impl::PipeSimulatePassBase<SimulatePass> {
+  void runOnOperation() override {
+    auto record = [](ScheduleOp op, const ScheduleModel &model) {
+      FailureOr<sched::Timeline> timeline = simulateSchedule(op, model);
+      if (failed(timeline))
+        return failure();
+      Builder b(op.getContext());
+      op.setMakespanAttr(b.getF64FloatAttr(timeline->makespan));
+      op.setBubbleRatioAttr(b.getF64FloatAttr(timeline->bubbleRatio));
+      op.setPeakMemoryAttr(b.getDenseF64ArrayAttr(timeline->peakMemory));
+      return success();
+    };
+    if (failed(forEachSchedule(getOperation(), record)))
+      signalPassFailure();
+  }
+};
+} // namespace

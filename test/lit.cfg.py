@@ -1,0 +1,24 @@
+# -*- Python -*-
+# lit configuration for the Stagecraft IR and tool tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "STAGECRAFT"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.stagecraft_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%examples", os.path.join(config.stagecraft_src_root, "examples")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.stagecraft_tools_dir, append_path=False)
+
+tools = ["stagecraft-opt", "stagecraft-translate", "FileCheck", "not", "count"]
+llvm_config.add_tool_substitutions(tools, [config.stagecraft_tools_dir, config.llvm_tools_dir])

@@ -1,0 +1,207 @@
+//===- Translations.cpp - pipe IR translations ----------------------------===//
+//
+// Each exporting translation picks one verified `pipe.schedule` (the only one,
+// or the one named by --schedule-name), reads it into the scheduler model and
+// writes a format from the scheduler library. The CSV importer reads a spec
+// file, places the CSV's actions into a new schedule op whose actions carry
+// their CSV positions as locations, so verifier errors point into the CSV.
+//
+//===----------------------------------------------------------------------===//
+
+#include "translate/Translations.h"
+
+#include "dialect/PipeDialect.h"
+#include "dialect/PipeModel.h"
+#include "passes/ScheduleLookup.h"
+
+#include "scheduler/ChromeTrace.h"
+#include "scheduler/PyTorchCsv.h"
+#include "scheduler/Report.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+using namespace stagecraft::pipe;
+
+namespace {
+struct TranslateOptions {
+  llvm::cl::opt<std::string> scheduleName{
+      "schedule-name",
+      llvm::cl::desc("pipe.schedule to export (default: the only one); name "
+                     "of the imported schedule for --pipe-from-csv")};
+  llvm::cl::opt<std::string> spec{
+      "pipe-spec",
+      llvm::cl::desc("--pipe-from-csv: file with the pipe.pipeline the CSV "
+                     "schedules")};
+  llvm::cl::opt<std::string> pipelineName{
+      "pipeline-name",
+      llvm::cl::desc("--pipe-from-csv: pipeline in --pipe-spec (default: the "
+                     "only one)")};
+  llvm::cl::opt<int> timelineWidth{
+      "timeline-width", llvm::cl::init(100),
+      llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline")};
+};
+} // namespace
+
+static TranslateOptions *options = nullptr;
+
+/// Runs \p fn on the schedule selected by --schedule-name.
+static LogicalResult
+withSelectedSchedule(Operation *op,
+                     llvm::function_ref<LogicalResult(ScheduleOp,
+                                                      const ScheduleModel &)>
+                         fn) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    return op->emitError("expected a module");
+  SmallVector<ScheduleOp> schedules;
+  for (ScheduleOp s : module.getOps<ScheduleOp>())
+    if (options->scheduleName.empty() ||
+        s.getSymName() == options->scheduleName)
+      schedules.push_back(s);
+  if (schedules.empty())
+    return module.emitError()
+           << (options->scheduleName.empty()
+                   ? std::string("no pipe.schedule in the input; run "
+                                 "stagecraft-opt --pipe-schedule first")
+                   : "no pipe.schedule named @" + options->scheduleName);
+  if (schedules.size() > 1)
+    return module.emitError() << schedules.size()
+                              << " pipe.schedule ops in the input; choose one "
+                                 "with --schedule-name";
+  bool found = false;
+  LogicalResult result = forEachSchedule(
+      module, [&](ScheduleOp s, const ScheduleModel &model) {
+        if (s != schedules.front())
+          return success();
+        found = true;
+        return fn(s, model);
+      });
+  return success(succeeded(result) && found);
+}
+
+static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
+  return withSelectedSchedule(op, [&](ScheduleOp, const ScheduleModel &model) {
+    os << sched::formatPyTorchCsv(model.schedule);
+    return success();
+  });
+}
+
+static LogicalResult toSummary(Operation *op, llvm::raw_ostream &os) {
+  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
+    FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
+    if (failed(timeline))
+      return failure();
+    os << sched::formatSummary(model.problem, model.schedule, *timeline,
+                               s.getSymName(), options->timelineWidth);
+    return success();
+  });
+}
+
+static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
+  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
+    FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
+    if (failed(timeline))
+      return failure();
+    sched::ChromeTraceWriter writer;
+    writer.addTimeline("simulated " + s.getSymName().str(), model.problem,
+                       *timeline);
+    os << writer.str();
+    return success();
+  });
+}
+
+static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
+                                        MLIRContext *context) {
+  context->loadDialect<PipeDialect>();
+  const llvm::MemoryBuffer *csv = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  Location csvLoc = FileLineColLoc::get(context, csv->getBufferIdentifier(), 1, 1);
+  if (options->spec.empty()) {
+    emitError(csvLoc) << "--pipe-from-csv needs --pipe-spec=FILE with the "
+                         "pipe.pipeline the CSV schedules";
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(options->spec, context);
+  if (!module)
+    return nullptr;
+  PipelineOp pipeline;
+  for (PipelineOp p : module->getOps<PipelineOp>()) {
+    if (!options->pipelineName.empty() &&
+        p.getSymName() != options->pipelineName)
+      continue;
+    if (pipeline) {
+      emitError(p.getLoc()) << "several pipelines in " << options->spec
+                            << "; choose one with --pipeline-name";
+      return nullptr;
+    }
+    pipeline = p;
+  }
+  if (!pipeline) {
+    emitError(module->getLoc()) << "no pipe.pipeline"
+                                << (options->pipelineName.empty()
+                                        ? std::string()
+                                        : " named @" + options->pipelineName)
+                                << " in " << options->spec;
+    return nullptr;
+  }
+  sched::Problem problem = problemFromPipeline(pipeline);
+  llvm::Expected<sched::ImportedSchedule> imported =
+      sched::parsePyTorchCsv(csv->getBuffer(), problem);
+  if (!imported) {
+    llvm::handleAllErrors(
+        imported.takeError(),
+        [&](const sched::CsvError &e) {
+          emitError(FileLineColLoc::get(context, csv->getBufferIdentifier(),
+                                        e.position.line, e.position.column))
+              << e.message;
+        },
+        [&](const llvm::ErrorInfoBase &e) { emitError(csvLoc) << e.message(); });
+    return nullptr;
+  }
+  OpBuilder builder(context);
+  builder.setInsertionPointAfter(pipeline);
+  std::string name = options->scheduleName.empty()
+                         ? pipeline.getSymName().str() + "_csv"
+                         : options->scheduleName.getValue();
+  ScheduleOp op = buildSchedule(
+      builder, csvLoc, pipeline, name, "csv", imported->schedule,
+      [&](int r, int i) -> Location {
+        const sched::CsvPosition &pos = imported->positions[r][i];
+        return FileLineColLoc::get(context, csv->getBufferIdentifier(),
+                                   pos.line, pos.column);
+      });
+  SymbolTable(*module).insert(op, Block::iterator(op));
+  return OwningOpRef<Operation *>(module.release());
+}
+
+void stagecraft::pipe::registerPipeTranslations() {
+  static TranslateOptions opts;
+  options = &opts;
+  auto registerDialects = [](DialectRegistry &registry) {
+    registry.insert<PipeDialect>();
+  };
+  static TranslateFromMLIRRegistration csvOut(
+      "pipe-to-csv", "write a schedule as torch.distributed.pipelining CSV",
+      toCsv, registerDialects);
+  static TranslateFromMLIRRegistration summary(
+      "pipe-to-summary",
+      "simulate a schedule and print its figures and an ASCII timeline",
+      toSummary, registerDialects);
+  static TranslateFromMLIRRegistration trace(
+      "pipe-to-chrome-trace",
+      "simulate a schedule and write its timeline as Chrome trace JSON "
+      "(Perfetto); 1 time unit = 1 ms",
+      toChromeTrace, registerDialects);
+  static TranslateToMLIRRegistration csvIn(
+      "pipe-from-csv",
+      "read a torch.distributed.pipelining CSV against --pipe-spec into a "
+      "pipe.schedule",
+      fromCsv);
+}
