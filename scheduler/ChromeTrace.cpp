@@ -21,7 +21,7 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
   events.push_back(json::Object{{"name", "process_name"},
                                 {"ph", "M"},
                                 {"pid", pid},
-                                {"args", json::Object{{"name", name}}}});
+                                {"args", json::Object{{"name", name.str()}}}});
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     int tid = static_cast<int>(r);
     events.push_back(
@@ -40,7 +40,7 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
       events.push_back(json::Object{
           {"name", fmt::format("{}{}{}", a.stage, actionLetter(a.kind),
                                a.microbatch)},
-          {"cat", actionOpName(a.kind)},
+          {"cat", actionOpName(a.kind).str()},
           {"ph", "X"},
           {"pid", pid},
           {"tid", tid},

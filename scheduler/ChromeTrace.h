@@ -32,6 +32,7 @@ public:
 private:
   double microsPerUnit;
   int nextPid = 0;
+  /// json::Value keeps StringRefs unowned: every string put here is owned.
   llvm::json::Array events;
 };
 

@@ -2,6 +2,7 @@
 # lit configuration for the Stagecraft IR and tool tests.
 
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -14,6 +15,7 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.stagecraft_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.stagecraft_src_root, "examples")))
 
 llvm_config.use_default_substitutions()

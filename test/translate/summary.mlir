@@ -1,0 +1,24 @@
+// RUN: stagecraft-opt %examples/demo.mlir --pipe-schedule="kind=1f1b" | stagecraft-translate --pipe-to-summary --timeline-width=66 | FileCheck %s
+// RUN: not stagecraft-translate --pipe-to-summary %examples/demo.mlir 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: stagecraft-opt %examples/demo.mlir --pipe-schedule="kind=1f1b" --pipe-schedule="kind=gpipe" | not stagecraft-translate --pipe-to-summary 2>&1 | FileCheck %s --check-prefix=MANY
+// RUN: stagecraft-opt %examples/demo.mlir --pipe-schedule="kind=1f1b" --pipe-schedule="kind=gpipe" | stagecraft-translate --pipe-to-summary --schedule-name=demo_gpipe | FileCheck %s --check-prefix=CHOSEN
+// RUN: not stagecraft-translate --pipe-to-summary %t.does-not-exist 2>&1 | FileCheck %s --check-prefix=FILE
+
+// Tests the summary: figures, per-rank table and a timeline at 2 columns
+// per unit.
+// CHECK: schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches, latency 0
+// CHECK-NEXT: makespan 33, bubble ratio 0.2727
+// CHECK-NEXT:  rank        busy   peak memory  stages
+// CHECK-NEXT:     0          24             4  @s0
+// CHECK-NEXT:     1          24             3  @s1
+// CHECK-NEXT:     2          24             2  @s2
+// CHECK-NEXT:     3          24             1  @s3
+// CHECK-NEXT: timeline: 1 column = 0.5 time units
+// CHECK-NEXT: rank 0 |F0F1F2F3............B0  F4B1  F5B2  F6B3  F7B4  ..B5  ..B6  ..B7  |
+// CHECK-NEXT: rank 1 |..F0F1F2........B0  F3B1  F4B2  F5B3  F6B4  F7B5  ..B6  ..B7  ....|
+// CHECK-NEXT: rank 2 |....F0F1....B0  F2B1  F3B2  F4B3  F5B4  F6B5  F7B6  ..B7  ........|
+// CHECK-NEXT: rank 3 |......F0B0  F1B1  F2B2  F3B3  F4B4  F5B5  F6B6  F7B7  ............|
+// NONE: error: no pipe.schedule in the input; run stagecraft-opt --pipe-schedule first
+// MANY: error: 2 pipe.schedule ops in the input; choose one with --schedule-name
+// CHOSEN: schedule @demo_gpipe for @demo
+// FILE: does-not-exist
