@@ -6,11 +6,12 @@
 // chunk 1, and so on; backwards in the same rounds with the chunks reversed.
 // Rank r warms up with 2(p - r - 1) + (v - 1)p forwards, then alternates.
 //
-// Megatron requires m to be a multiple of p. Here the last round is simply
-// shorter; when that leaves a rank's warm-up too short to make progress (the
-// simulator reports it stuck), that rank gets one more warm-up forward and the
-// schedule is checked again. Warm-up equal to all forwards is GPipe-like and
-// always valid, so the loop ends.
+// Megatron requires m to be a multiple of p. Here the m mod p extra
+// microbatches are spread over the rounds (rounds of p or p + 1, ...), and the
+// warm-up covers the first round's v - 1 chunks. Should a rank still be
+// unable to make progress (the simulator reports it stuck), it gets one more
+// warm-up forward and the schedule is checked again; warm-up equal to all
+// forwards is GPipe-like and always valid, so the loop ends.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,17 +29,32 @@ struct VirtualOrder {
 };
 } // namespace
 
+/// Sizes of the microbatch rounds: as many rounds as full groups of \p p
+/// fit (at least one), the remainder spread over them so that every round
+/// has at least p microbatches when m >= p. A round shorter than p stalls
+/// rank 0 when it moves to the next chunk; a longer one only costs memory.
+static std::vector<int> roundSizes(int p, int mbs) {
+  int rounds = std::max(1, mbs / p);
+  std::vector<int> sizes(rounds, mbs / rounds);
+  for (int i = 0; i < mbs % rounds; ++i)
+    ++sizes[i];
+  return sizes;
+}
+
 /// The forward and backward sequences of rank \p r.
-static VirtualOrder virtualOrder(int r, int p, int v, int mbs) {
+static VirtualOrder virtualOrder(int r, int p, int v,
+                                 llvm::ArrayRef<int> rounds) {
   VirtualOrder order;
-  for (int m0 = 0; m0 < mbs; m0 += p) {
-    int m1 = std::min(mbs, m0 + p);
+  int m0 = 0;
+  for (int size : rounds) {
+    int m1 = m0 + size;
     for (int c = 0; c < v; ++c)
       for (int m = m0; m < m1; ++m)
         order.forwards.push_back({ActionKind::Forward, c * p + r, m});
     for (int c = v - 1; c >= 0; --c)
       for (int m = m0; m < m1; ++m)
         order.backwards.push_back({ActionKind::Backward, c * p + r, m});
+    m0 = m1;
   }
   return order;
 }
@@ -74,9 +90,10 @@ stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chu
   std::vector<VirtualOrder> orders;
   std::vector<int> warmup(p);
   const int total = mbs * v;
-  const int firstRound = std::min(p, mbs);
+  const std::vector<int> rounds = roundSizes(p, mbs);
+  const int firstRound = rounds.front();
   for (int r = 0; r < p; ++r) {
-    orders.push_back(virtualOrder(r, p, v, mbs));
+    orders.push_back(virtualOrder(r, p, v, rounds));
     int w = v == 1 ? p - r - 1 : 2 * (p - r - 1) + (v - 1) * firstRound;
     warmup[r] = std::min(w, total);
     schedule.ranks[r] = interleave(orders[r], warmup[r]);

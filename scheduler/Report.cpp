@@ -9,12 +9,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 using namespace stagecraft::pipe::sched;
 
-std::string stagecraft::pipe::sched::renderAsciiTimeline(const Timeline &timeline,
-                                             int width) {
+std::string stagecraft::pipe::sched::renderAsciiTimeline(
+    const Schedule &schedule, const Timeline &timeline, int width) {
   std::string out;
   if (timeline.makespan <= 0.0 || width < 1)
     return out;
@@ -24,7 +25,19 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(const Timeline &timelin
     scale = std::floor(scale);
   const int columns =
       std::max(1, static_cast<int>(std::ceil(timeline.makespan * scale - 1e-9)));
-  out += fmt::format("timeline: 1 column = {:.3g} time units\n", 1.0 / scale);
+  out += fmt::format("timeline: 1 column = {:.3g} time units", 1.0 / scale);
+  // Position of each stage among its rank's stages: odd ones are lowercase.
+  std::vector<int> chunk(schedule.placement.size(), 0);
+  bool multiChunk = false;
+  for (int r = 0; r < schedule.numRanks(); ++r) {
+    std::vector<int> stages = schedule.stagesOf(r);
+    for (size_t k = 0; k < stages.size(); ++k)
+      chunk[stages[k]] = static_cast<int>(k);
+    multiChunk |= stages.size() > 1;
+  }
+  if (multiChunk)
+    out += "; lowercase: a rank's 2nd, 4th, ... stage";
+  out += "\n";
   const int labelWidth =
       static_cast<int>(std::to_string(timeline.ranks.size() - 1).size());
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
@@ -34,12 +47,14 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(const Timeline &timelin
       int end = static_cast<int>(std::lround(ta.end * scale));
       begin = std::min(begin, columns - 1);
       end = std::clamp(end, begin + 1, columns);
-      // A later action drawn over a too-short earlier one keeps its letter.
-      std::string label = fmt::format("{}{}", actionLetter(ta.action.kind),
-                                      ta.action.microbatch);
+      char letter = actionLetter(ta.action.kind);
+      if (chunk[ta.action.stage] % 2 == 1)
+        letter = static_cast<char>(std::tolower(letter));
+      std::string label = fmt::format("{}{}", letter, ta.action.microbatch);
       int span = end - begin;
+      // Too narrow for the microbatch: the letter alone, never a cut number.
       if (static_cast<int>(label.size()) > span)
-        label.resize(span);
+        label = std::string(span, letter);
       for (int c = begin; c < end; ++c)
         row[c] = c - begin < static_cast<int>(label.size()) ? label[c - begin]
                                                             : ' ';
@@ -71,6 +86,6 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
     out += fmt::format("{:>5}  {:>10.6g}  {:>12.6g}  {}\n", r,
                        timeline.busy[r], timeline.peakMemory[r], stages);
   }
-  out += renderAsciiTimeline(timeline, width);
+  out += renderAsciiTimeline(schedule, timeline, width);
   return out;
 }

@@ -14,11 +14,13 @@
 
 namespace stagecraft::pipe::sched {
 
-/// The timeline of \p timeline in at most \p width columns per rank. Each
-/// action is drawn as its letter and microbatch ("F3", "B12") padded to its
-/// duration when the scale leaves room, and as its letter alone otherwise;
-/// idle time is '.'.
-std::string renderAsciiTimeline(const Timeline &timeline, int width = 100);
+/// The timeline of \p timeline (simulated from \p schedule) in at most
+/// \p width columns per rank. Each action is drawn as its letter and
+/// microbatch ("F3", "B12") padded to its duration when the scale leaves
+/// room, and as its letter alone otherwise; on ranks with several stages the
+/// 2nd, 4th, ... stage's letters are lowercase; idle time is '.'.
+std::string renderAsciiTimeline(const Schedule &schedule,
+                                const Timeline &timeline, int width = 100);
 
 /// A summary of \p schedule named \p scheduleName: problem size, makespan,
 /// bubble ratio, per-rank stages, busy time and peak memory, then the ASCII

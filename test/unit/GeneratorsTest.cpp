@@ -99,6 +99,20 @@ TEST(Interleaved1F1B, MegatronBubbleWhenMicrobatchesAreMultiplesOfRanks) {
         }
 }
 
+TEST(Interleaved1F1B, MegatronBubbleForAnyMicrobatchCountFromRanksOn) {
+  // Spreading m mod p over the rounds keeps every round at least p long, so
+  // no rank stalls at a chunk boundary: the same closed form holds.
+  for (int p : rankGrid())
+    for (int v = 2; v <= 3; ++v)
+      for (int m = p; m <= 4 * p; ++m) {
+        Problem problem = uniformProblem(p, m, p * v);
+        Timeline t =
+            generateAndSimulate(problem, {ScheduleKind::Interleaved1F1B, v});
+        EXPECT_NEAR(t.makespan, (m * v + p - 1) * 3.0, 1e-9)
+            << "p=" << p << " v=" << v << " m=" << m;
+      }
+}
+
 TEST(Interleaved1F1B, ValidForEveryMicrobatchCount) {
   for (int p : rankGrid())
     for (int v = 2; v <= 3; ++v)

@@ -23,10 +23,24 @@ TEST(Report, AsciiTimelineDrawsEveryRankToScale) {
   Schedule s = *generateSchedule(problem, {ScheduleKind::OneFOneB});
   Timeline t = *simulate(problem, s);
   // makespan 9, 18 columns: 2 columns per unit.
-  std::string text = renderAsciiTimeline(t, 18);
+  std::string text = renderAsciiTimeline(s, t, 18);
   EXPECT_EQ(text, "timeline: 1 column = 0.5 time units\n"
                   "rank 0 |F0F1....B0  ..B1  |\n"
                   "rank 1 |..F0B0  F1B1  ....|\n");
+}
+
+TEST(Report, AsciiTimelineMarksChunksAndNeverCutsNumbers) {
+  Problem problem = uniformProblem(2, 12, 4);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 2});
+  Timeline t = *simulate(problem, s);
+  std::string text = renderAsciiTimeline(s, t, 2 * static_cast<int>(t.makespan));
+  EXPECT_NE(text.find("lowercase: a rank's 2nd, 4th, ... stage"),
+            std::string::npos);
+  // Rank 0 starts with chunk 0 (stage 0) then chunk 1 (stage 2).
+  EXPECT_NE(text.find("rank 0 |F0F1f0f1"), std::string::npos) << text;
+  // Microbatch 10 does not fit in two columns: drawn as letters only.
+  EXPECT_EQ(text.find("F1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("FF"), std::string::npos) << text;
 }
 
 TEST(Report, SummaryListsMakespanBubbleAndPeakPerRank) {

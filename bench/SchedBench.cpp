@@ -1,0 +1,88 @@
+//===- SchedBench.cpp - Scheduler library speed and quality ---------------===//
+//
+// Times generate + verify + simulate in the scheduler library for each fixed
+// kind over a range of sizes, up to 64 ranks x 1024 microbatches x 2 chunks,
+// and prints a Markdown table with the makespan and bubble of each result.
+// Each figure is the best of several repetitions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+using namespace stagecraft::pipe::sched;
+
+static Problem makeProblem(int ranks, int microbatches, int stages) {
+  Problem problem;
+  problem.name = "bench";
+  problem.ranks = ranks;
+  problem.microbatches = microbatches;
+  for (int s = 0; s < stages; ++s) {
+    Stage stage;
+    stage.name = "s" + std::to_string(s);
+    problem.stages.push_back(stage);
+  }
+  return problem;
+}
+
+int main(int argc, char **argv) {
+  int repetitions = argc > 1 ? std::atoi(argv[1]) : 3;
+  struct Case {
+    int ranks, microbatches, chunks;
+  };
+  const Case cases[] = {{8, 32, 2}, {16, 128, 2}, {32, 256, 2},
+                        {64, 1024, 1}, {64, 1024, 2}, {64, 1000, 2}};
+  fmt::print("| kind | ranks | microbatches | chunks | actions | makespan | "
+             "bubble | generate ms | verify+simulate ms | total ms |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+  int failures = 0;
+  for (const Case &c : cases) {
+    for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                              ScheduleKind::Interleaved1F1B}) {
+      bool interleaved = kind == ScheduleKind::Interleaved1F1B;
+      if (interleaved != (c.chunks > 1))
+        continue;
+      Problem problem = makeProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
+      double bestGen = 1e30, bestSim = 1e30;
+      Timeline timeline;
+      size_t actions = 0;
+      for (int rep = 0; rep < repetitions; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        llvm::Expected<Schedule> schedule =
+            generateSchedule(problem, {kind, interleaved ? c.chunks : 0});
+        auto t1 = std::chrono::steady_clock::now();
+        if (!schedule) {
+          fmt::print(stderr, "error: {}\n", llvm::toString(schedule.takeError()));
+          return 1;
+        }
+        llvm::Expected<Timeline> t = simulate(problem, *schedule);
+        auto t2 = std::chrono::steady_clock::now();
+        if (!t) {
+          fmt::print(stderr, "error: {}\n", llvm::toString(t.takeError()));
+          ++failures;
+          break;
+        }
+        timeline = std::move(*t);
+        actions = 0;
+        for (const auto &rank : schedule->ranks)
+          actions += rank.size();
+        bestGen = std::min(
+            bestGen, std::chrono::duration<double, std::milli>(t1 - t0).count());
+        bestSim = std::min(
+            bestSim, std::chrono::duration<double, std::milli>(t2 - t1).count());
+      }
+      fmt::print("| {} | {} | {} | {} | {} | {:.6g} | {:.4f} | {:.1f} | {:.1f} | "
+                 "{:.1f} |\n",
+                 scheduleKindName(kind).str(), c.ranks, c.microbatches,
+                 c.chunks, actions, timeline.makespan, timeline.bubbleRatio,
+                 bestGen, bestSim, bestGen + bestSim);
+    }
+  }
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The README's first command: installs dependencies, builds, then compiles the
+# example specs with several schedule kinds and prints each summary (makespan,
+# bubble ratio, peak memory per rank, ASCII timeline).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+opt=build/bin/stagecraft-opt
+translate=build/bin/stagecraft-translate
+run() { # spec kind-options
+  echo
+  echo "== $1 --pipe-schedule=\"$2\""
+  "$opt" "$1" --pipe-schedule="$2" --pipe-verify-schedule --pipe-simulate |
+    "$translate" --pipe-to-summary
+}
+run examples/demo.mlir "kind=gpipe"
+run examples/demo.mlir "kind=1f1b"
+run examples/interleaved.mlir "kind=1f1b"
+run examples/interleaved.mlir "kind=interleaved-1f1b chunks=2"
+run examples/heterogeneous.mlir "kind=1f1b"
