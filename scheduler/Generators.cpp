@@ -11,7 +11,8 @@
 using namespace stagecraft::pipe::sched;
 
 static constexpr ScheduleKind kAllKinds[] = {
-    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B};
+    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
+    ScheduleKind::ZBH1,  ScheduleKind::ZBH2,     ScheduleKind::ZBV};
 
 llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
   switch (kind) {
@@ -21,6 +22,12 @@ llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
     return "1f1b";
   case ScheduleKind::Interleaved1F1B:
     return "interleaved-1f1b";
+  case ScheduleKind::ZBH1:
+    return "zb-h1";
+  case ScheduleKind::ZBH2:
+    return "zb-h2";
+  case ScheduleKind::ZBV:
+    return "zb-v";
   }
   llvm_unreachable("unknown schedule kind");
 }
@@ -63,6 +70,17 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
   }
   case ScheduleKind::Interleaved1F1B:
     return generateInterleaved1F1B(problem, options.chunks);
+  case ScheduleKind::ZBH1:
+  case ScheduleKind::ZBH2: {
+    auto placement = placeContiguous(problem, /*requireContiguous=*/true);
+    if (!placement)
+      return placement.takeError();
+    return options.kind == ScheduleKind::ZBH1
+               ? generateZBH1(problem, *placement)
+               : generateZBH2(problem, *placement);
+  }
+  case ScheduleKind::ZBV:
+    return generateZBV(problem);
   }
   llvm_unreachable("unknown schedule kind");
 }

@@ -13,6 +13,7 @@
 #include "scheduler/Schedule.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace stagecraft::pipe::sched {
 
@@ -20,6 +21,9 @@ enum class ScheduleKind {
   GPipe,
   OneFOneB,
   Interleaved1F1B,
+  ZBH1,
+  ZBH2,
+  ZBV,
 };
 
 /// "gpipe", "1f1b", "interleaved-1f1b".
@@ -60,12 +64,43 @@ Schedule generateGPipe(const Problem &problem, llvm::ArrayRef<int> placement);
 Schedule generateOneFOneB(const Problem &problem,
                           llvm::ArrayRef<int> placement);
 
+/// The per-rank orders of a 1F1B-shaped schedule over contiguous blocks: the
+/// rank holding block k runs \p warmup(k) forwards (clamped to [0, m]), then
+/// alternates one forward and one backward of kind \p backwardKind (B, or
+/// I when W is added separately), then drains the backwards.
+std::vector<std::vector<Action>>
+oneFOneBOrders(const Problem &problem, llvm::ArrayRef<int> placement,
+               llvm::function_ref<int(int)> warmup, ActionKind backwardKind);
+
 /// Megatron-LM's interleaved 1F1B with \p chunks stages per rank, extended
 /// to any microbatch count: microbatches go in rounds of `ranks` (the last
 /// round may be shorter) and a rank whose warm-up is too short to make
 /// progress is given more warm-up forwards until the schedule is valid.
 llvm::Expected<Schedule> generateInterleaved1F1B(const Problem &problem,
                                                  int chunks);
+
+/// V placement: rank r hosts stages r and 2p - 1 - r. Fails unless there are
+/// exactly 2 x ranks stages and pins agree.
+llvm::Expected<std::vector<int>> placeVShape(const Problem &problem);
+
+/// Per-rank peak memory of 1F1B on the contiguous placement of \p problem,
+/// ignoring pins: the memory budget the zero-bubble kinds and `auto` default
+/// to.
+llvm::Expected<std::vector<double>> oneFOneBPeakMemory(const Problem &problem);
+
+/// ZB-H1: split backward, W deferred into idle time, each rank's memory
+/// limited to its 1F1B peak. Requires the placement of `placeContiguous`.
+llvm::Expected<Schedule> generateZBH1(const Problem &problem,
+                                      llvm::ArrayRef<int> placement);
+
+/// ZB-H2: as ZB-H1 with up to 2(p - k) - 1 microbatches in flight on the
+/// k-th block, which removes the warm-up bubble.
+llvm::Expected<Schedule> generateZBH2(const Problem &problem,
+                                      llvm::ArrayRef<int> placement);
+
+/// ZB-V: V placement, split backward, W deferred, every rank's memory
+/// limited to the highest 1F1B peak of the same model.
+llvm::Expected<Schedule> generateZBV(const Problem &problem);
 
 } // namespace stagecraft::pipe::sched
 

@@ -16,12 +16,11 @@
 
 using namespace stagecraft::pipe::sched;
 
-Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
-                                       llvm::ArrayRef<int> placement) {
+std::vector<std::vector<Action>> stagecraft::pipe::sched::oneFOneBOrders(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    llvm::function_ref<int(int)> warmup, ActionKind backwardKind) {
   const int p = problem.ranks, mbs = problem.microbatches;
-  Schedule schedule;
-  schedule.placement.assign(placement.begin(), placement.end());
-  schedule.ranks.resize(p);
+  std::vector<std::vector<Action>> orders(p);
 
   // Block position of each rank: ranks ordered by their first stage.
   std::vector<int> firstStage(p, problem.numStages());
@@ -34,19 +33,22 @@ Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
 
   for (int k = 0; k < p; ++k) {
     int r = byPosition[k];
-    std::vector<int> stages = schedule.stagesOf(r);
-    std::vector<Action> &order = schedule.ranks[r];
+    std::vector<int> stages;
+    for (int s = 0; s < problem.numStages(); ++s)
+      if (placement[s] == r)
+        stages.push_back(s);
+    std::vector<Action> &order = orders[r];
     auto forward = [&](int m) {
       for (int s : stages)
         order.push_back({ActionKind::Forward, s, m});
     };
     auto backward = [&](int m) {
       for (auto it = stages.rbegin(); it != stages.rend(); ++it)
-        order.push_back({ActionKind::Backward, *it, m});
+        order.push_back({backwardKind, *it, m});
     };
-    int warmup = std::min(p - k - 1, mbs);
+    int w = std::clamp(warmup(k), 0, mbs);
     int nextF = 0, nextB = 0;
-    for (; nextF < warmup; ++nextF)
+    for (; nextF < w; ++nextF)
       forward(nextF);
     while (nextF < mbs) {
       forward(nextF++);
@@ -55,5 +57,16 @@ Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
     while (nextB < mbs)
       backward(nextB++);
   }
+  return orders;
+}
+
+Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
+                                                   llvm::ArrayRef<int> placement) {
+  Schedule schedule;
+  schedule.placement.assign(placement.begin(), placement.end());
+  const int p = problem.ranks;
+  schedule.ranks = oneFOneBOrders(
+      problem, placement, [p](int k) { return p - k - 1; },
+      ActionKind::Backward);
   return schedule;
 }

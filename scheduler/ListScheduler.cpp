@@ -1,0 +1,288 @@
+//===- ListScheduler.cpp - Memory-aware greedy list scheduling ------------===//
+//
+// Event-driven: event times are task ends and the moments their outputs reach
+// another rank (end + latency). At each event every free rank picks one ready
+// action by the policy, repeatedly until nobody can start anything at that
+// time. Forwards and backwards of a stage go in microbatch order; W runs in
+// the order its I ran.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/ListScheduler.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <deque>
+#include <functional>
+#include <queue>
+
+using namespace stagecraft::pipe::sched;
+
+namespace {
+constexpr double kEps = 1e-9;
+
+class ListBuilder {
+public:
+  ListBuilder(const Problem &problem, llvm::ArrayRef<int> placement,
+              const ListPolicy &policy)
+      : problem(problem), placement(placement), policy(policy),
+        n(problem.numStages()), mbs(problem.microbatches), p(problem.ranks),
+        hosted(p), laterActivation(n, 0.0),
+        finishF(static_cast<size_t>(n) * mbs, -1.0),
+        finishG(static_cast<size_t>(n) * mbs, -1.0), nextF(n, 0), nextG(n, 0),
+        freeAt(p, 0.0), live(p, 0.0), reserved(p, 0.0), inFlight(p, 0),
+        remaining(static_cast<size_t>(p) * mbs, -1), pendingW(p) {
+    for (int s = 0; s < n; ++s)
+      hosted[placement[s]].push_back(s);
+    for (int r = 0; r < p; ++r) {
+      double later = 0.0;
+      for (auto it = hosted[r].rbegin(); it != hosted[r].rend(); ++it) {
+        laterActivation[*it] = later;
+        later += problem.stages[*it].activation;
+      }
+    }
+  }
+
+  llvm::Expected<Schedule> run();
+
+private:
+  double limit(int r) const {
+    return policy.memoryLimit.empty() ? std::numeric_limits<double>::infinity()
+                                      : policy.memoryLimit[r];
+  }
+  double latency(int from, int to) const {
+    return placement[from] == placement[to] ? 0.0 : problem.latency;
+  }
+  size_t at(int s, int m) const { return static_cast<size_t>(s) * mbs + m; }
+  bool readyF(int s, int m, double t) const {
+    if (s == 0)
+      return true;
+    double f = finishF[at(s - 1, m)];
+    return f >= 0.0 && f + latency(s - 1, s) <= t + kEps;
+  }
+  bool readyG(int s, int m, double t) const {
+    double f = finishF[at(s, m)];
+    if (f < 0.0 || f > t + kEps)
+      return false;
+    if (s + 1 == n)
+      return true;
+    double g = finishG[at(s + 1, m)];
+    return g >= 0.0 && g + latency(s + 1, s) <= t + kEps;
+  }
+  bool isNewOnRank(int r, int m) const {
+    return remaining[static_cast<size_t>(r) * mbs + m] < 0;
+  }
+  bool memoryAllows(int r, int s, int m) const {
+    if (!isNewOnRank(r, m))
+      return true; // Room was reserved when the microbatch arrived.
+    if (!policy.maxInFlight.empty() && inFlight[r] >= policy.maxInFlight[r])
+      return false;
+    double need = problem.stages[s].activation + laterActivation[s];
+    return live[r] + reserved[r] + need <= limit(r) + kEps;
+  }
+  /// Picks and starts one action on rank \p r at time \p t.
+  bool step(int r, double t);
+  /// `step` when the policy fixes the order of F and I/B.
+  bool stepBackbone(int r, double t);
+  void start(int r, Action a, double t);
+
+  const Problem &problem;
+  llvm::ArrayRef<int> placement;
+  const ListPolicy &policy;
+  const int n, mbs, p;
+  std::vector<std::vector<int>> hosted;
+  std::vector<double> laterActivation;
+  std::vector<double> finishF, finishG;
+  std::vector<int> nextF, nextG;
+  std::vector<double> freeAt, live, reserved;
+  std::vector<int> inFlight;
+  /// Per (rank, microbatch): hosted stages whose last backward has not run;
+  /// -1 before the microbatch reaches the rank.
+  std::vector<int> remaining;
+  std::vector<std::deque<std::pair<int, int>>> pendingW;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> events;
+  Schedule schedule;
+  size_t started = 0;
+  std::vector<size_t> backboneNext;
+};
+} // namespace
+
+void ListBuilder::start(int r, Action a, double t) {
+  const Stage &stage = problem.stages[a.stage];
+  double cost = 0.0;
+  size_t slot = static_cast<size_t>(r) * mbs + a.microbatch;
+  switch (a.kind) {
+  case ActionKind::Forward:
+    cost = stage.forward;
+    if (isNewOnRank(r, a.microbatch)) {
+      int count = 0;
+      for (int s : hosted[r])
+        count += s >= a.stage;
+      remaining[slot] = count;
+      ++inFlight[r];
+      reserved[r] += laterActivation[a.stage];
+    } else {
+      reserved[r] -= stage.activation;
+    }
+    live[r] += stage.activation;
+    finishF[at(a.stage, a.microbatch)] = t + cost;
+    ++nextF[a.stage];
+    break;
+  case ActionKind::BackwardInput:
+    cost = stage.backwardInput;
+    if (a.stage == hosted[r].front())
+      --inFlight[r];
+    live[r] -= stage.activation - stage.weightGrad;
+    finishG[at(a.stage, a.microbatch)] = t + cost;
+    ++nextG[a.stage];
+    pendingW[r].push_back({a.stage, a.microbatch});
+    break;
+  case ActionKind::BackwardWeight:
+  case ActionKind::Backward:
+    if (a.kind == ActionKind::Backward) {
+      cost = stage.backward();
+      if (a.stage == hosted[r].front())
+        --inFlight[r];
+      live[r] -= stage.activation;
+      finishG[at(a.stage, a.microbatch)] = t + cost;
+      ++nextG[a.stage];
+    } else {
+      cost = stage.backwardWeight;
+      live[r] -= stage.weightGrad;
+      pendingW[r].pop_front();
+    }
+    --remaining[slot];
+    break;
+  }
+  schedule.ranks[r].push_back(a);
+  freeAt[r] = t + cost;
+  events.push(t + cost);
+  if (problem.latency > 0.0)
+    events.push(t + cost + problem.latency);
+  ++started;
+}
+
+bool ListBuilder::step(int r, double t) {
+  if (!policy.backbone.empty())
+    return stepBackbone(r, t);
+  // Ready backward: oldest microbatch first, then the later stage.
+  int gStage = -1;
+  for (int s : hosted[r]) {
+    int m = nextG[s];
+    if (m < mbs && readyG(s, m, t) &&
+        (gStage < 0 || m < nextG[gStage] ||
+         (m == nextG[gStage] && s > gStage)))
+      gStage = s;
+  }
+  // Ready forward that memory admits.
+  int fStage = -1;
+  for (int s : hosted[r]) {
+    int m = nextF[s];
+    if (m >= mbs || !readyF(s, m, t) || !memoryAllows(r, s, m))
+      continue;
+    if (fStage < 0 || (policy.laterStageFirst ? s > fStage : s < fStage))
+      fStage = s;
+  }
+  bool hasW = !pendingW[r].empty();
+  if (hasW && !policy.deferWeights) {
+    auto [s, m] = pendingW[r].front();
+    start(r, {ActionKind::BackwardWeight, s, m}, t);
+    return true;
+  }
+  ActionKind backward =
+      policy.splitBackward ? ActionKind::BackwardInput : ActionKind::Backward;
+  if (gStage >= 0 && (policy.backwardFirst || fStage < 0)) {
+    start(r, {backward, gStage, nextG[gStage]}, t);
+    return true;
+  }
+  if (fStage >= 0) {
+    start(r, {ActionKind::Forward, fStage, nextF[fStage]}, t);
+    return true;
+  }
+  if (hasW) {
+    auto [s, m] = pendingW[r].front();
+    start(r, {ActionKind::BackwardWeight, s, m}, t);
+    return true;
+  }
+  return false;
+}
+
+bool ListBuilder::stepBackbone(int r, double t) {
+  const std::vector<Action> &order = policy.backbone[r];
+  size_t &next = backboneNext[r];
+  if (next < order.size()) {
+    const Action &a = order[next];
+    bool ready = a.kind == ActionKind::Forward
+                     ? readyF(a.stage, a.microbatch, t) &&
+                           memoryAllows(r, a.stage, a.microbatch)
+                     : readyG(a.stage, a.microbatch, t);
+    if (ready) {
+      ++next;
+      start(r, a, t);
+      return true;
+    }
+  }
+  if (pendingW[r].empty())
+    return false;
+  auto [s, m] = pendingW[r].front();
+  start(r, {ActionKind::BackwardWeight, s, m}, t);
+  return true;
+}
+
+llvm::Expected<Schedule> ListBuilder::run() {
+  backboneNext.assign(p, 0);
+  if (!policy.backbone.empty()) {
+    // The backbone fixes each stage's order; keep nextF/nextG consistent by
+    // letting `start` advance them as actions run in backbone order.
+    if (static_cast<int>(policy.backbone.size()) != p)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "backbone must give one order per rank");
+  }
+  for (int r = 0; r < p; ++r) {
+    double need = 0.0;
+    for (int s : hosted[r])
+      need += problem.stages[s].activation;
+    if (hosted[r].empty())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     fmt::format("rank {} hosts no stage", r));
+    if (need > limit(r) + kEps)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("memory limit {} on rank {} is below the {} one "
+                      "microbatch needs there",
+                      limit(r), r, need));
+  }
+  schedule.placement.assign(placement.begin(), placement.end());
+  schedule.ranks.resize(p);
+  const size_t total = static_cast<size_t>(n) * mbs *
+                       (policy.splitBackward ? 3 : 2);
+  events.push(0.0);
+  while (started < total) {
+    if (events.empty())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("list scheduling stalled after {} of {} actions: the "
+                      "memory limits leave no rank able to start anything",
+                      started, total));
+    double t = events.top();
+    while (!events.empty() && events.top() <= t + kEps)
+      events.pop();
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < p; ++r)
+        if (freeAt[r] <= t + kEps && step(r, t))
+          progress = true;
+    }
+  }
+  if (llvm::Error err = verifySchedule(problem, schedule))
+    return std::move(err);
+  return std::move(schedule);
+}
+
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::listSchedule(const Problem &problem,
+                                      llvm::ArrayRef<int> placement,
+                                      const ListPolicy &policy) {
+  return ListBuilder(problem, placement, policy).run();
+}

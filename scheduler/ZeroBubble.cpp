@@ -1,0 +1,149 @@
+//===- ZeroBubble.cpp - ZB-H1, ZB-H2 and ZB-V schedules -------------------===//
+//
+// The zero-bubble schedules of Qi et al. ("Zero Bubble Pipeline
+// Parallelism", ICLR 2024; "Pipeline Parallelism with Controllable Memory",
+// 2024) as policies of the list scheduler: the backward is split into I and
+// W, I runs as soon as it can, and W fills the time a rank would otherwise
+// idle. What distinguishes the kinds is how much may be in flight:
+//   - zb-h1: each rank's memory limited to its 1F1B peak;
+//   - zb-h2: up to 2(p - k) - 1 microbatches in flight on block k;
+//   - zb-v: V placement (rank r hosts stages r and 2p - 1 - r) under the
+//     highest 1F1B peak of the same model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Generators.h"
+#include "scheduler/ListScheduler.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+using namespace stagecraft::pipe::sched;
+
+/// Per-rank peak memory of 1F1B on the contiguous placement of \p problem.
+static llvm::Expected<std::vector<double>> oneFOneBPeaks(const Problem &problem) {
+  Problem plain = problem;
+  for (Stage &s : plain.stages)
+    s.rank.reset();
+  llvm::Expected<std::vector<int>> placement =
+      placeContiguous(plain, /*requireContiguous=*/true);
+  if (!placement)
+    return placement.takeError();
+  llvm::Expected<Timeline> t =
+      simulate(plain, generateOneFOneB(plain, *placement));
+  if (!t)
+    return t.takeError();
+  return t->peakMemory;
+}
+
+llvm::Expected<std::vector<double>>
+stagecraft::pipe::sched::oneFOneBPeakMemory(const Problem &problem) {
+  return oneFOneBPeaks(problem);
+}
+
+/// Block position of each rank: ranks ordered by their first stage.
+static std::vector<int> blockPositions(const Problem &problem,
+                                       llvm::ArrayRef<int> placement) {
+  const int p = problem.ranks;
+  std::vector<int> firstStage(p, problem.numStages());
+  for (int s = problem.numStages() - 1; s >= 0; --s)
+    firstStage[placement[s]] = s;
+  std::vector<int> byPosition(p), position(p);
+  for (int r = 0; r < p; ++r)
+    byPosition[r] = r;
+  std::sort(byPosition.begin(), byPosition.end(),
+            [&](int a, int b) { return firstStage[a] < firstStage[b]; });
+  for (int k = 0; k < p; ++k)
+    position[byPosition[k]] = k;
+  return position;
+}
+
+/// The zero-bubble policy: a 1F1B-shaped order of F and I with \p warmup(k)
+/// warm-up forwards on block k, W filling the waits, memory limits \p limits.
+static llvm::Expected<Schedule>
+zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
+           llvm::function_ref<int(int)> warmup, std::vector<double> limits) {
+  ListPolicy policy;
+  policy.memoryLimit = std::move(limits);
+  policy.backbone = oneFOneBOrders(problem, placement, warmup,
+                                   ActionKind::BackwardInput);
+  return listSchedule(problem, placement, policy);
+}
+
+llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
+    const Problem &problem, llvm::ArrayRef<int> placement) {
+  llvm::Expected<Timeline> t =
+      simulate(problem, generateOneFOneB(problem, placement));
+  if (!t)
+    return t.takeError();
+  // 1F1B's warm-up depth; deferred W may use memory up to 1F1B's highest
+  // peak on every rank.
+  const int p = problem.ranks;
+  double highest = *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
+  return zeroBubble(
+      problem, placement, [&](int k) { return p - k - 1; },
+      std::vector<double>(p, highest));
+}
+
+llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
+    const Problem &problem, llvm::ArrayRef<int> placement) {
+  llvm::Expected<Timeline> t =
+      simulate(problem, generateOneFOneB(problem, placement));
+  if (!t)
+    return t.takeError();
+  // Twice 1F1B's warm-up (2p - 1 in flight on rank 0), and room for 2p - 1
+  // of 1F1B's highest per-microbatch memory on every rank, so that the last
+  // ranks can run their I early and defer W to the end.
+  const int p = problem.ranks;
+  double highest = *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
+  return zeroBubble(
+      problem, placement, [&](int k) { return 2 * (p - k) - 2; },
+      std::vector<double>(p, highest * (2.0 * p - 1) / p));
+}
+
+llvm::Expected<std::vector<int>>
+stagecraft::pipe::sched::placeVShape(const Problem &problem) {
+  const int n = problem.numStages(), p = problem.ranks;
+  if (n != 2 * p)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("V placement needs 2 stages per rank: pipeline @{} has {} "
+                    "stages for {} ranks (needs {})",
+                    problem.name, n, p, 2 * p));
+  std::vector<int> placement(n);
+  for (int r = 0; r < p; ++r) {
+    placement[r] = r;
+    placement[n - 1 - r] = r;
+  }
+  for (int s = 0; s < n; ++s) {
+    const std::optional<int> &pin = problem.stages[s].rank;
+    if (pin && *pin != placement[s])
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("V placement puts stage @{} on rank {}, but it is pinned "
+                      "to rank {}",
+                      problem.stages[s].name, placement[s], *pin));
+  }
+  return placement;
+}
+
+llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
+    const Problem &problem) {
+  llvm::Expected<std::vector<int>> placement = placeVShape(problem);
+  if (!placement)
+    return placement.takeError();
+  llvm::Expected<std::vector<double>> peaks = oneFOneBPeaks(problem);
+  if (!peaks)
+    return peaks.takeError();
+  // Forwards before backwards and the earlier chunk first keep every rank fed
+  // in the V: with uniform costs each added microbatch adds exactly its work
+  // to the makespan once m >= 2p (unit-tested), i.e. no steady-state bubble.
+  ListPolicy policy;
+  policy.memoryLimit.assign(problem.ranks,
+                            *std::max_element(peaks->begin(), peaks->end()));
+  policy.backwardFirst = false;
+  policy.laterStageFirst = false;
+  return listSchedule(problem, *placement, policy);
+}

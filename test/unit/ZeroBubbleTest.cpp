@@ -1,0 +1,161 @@
+//===- ZeroBubbleTest.cpp - Properties of the zero-bubble kinds -----------===//
+//
+// Closed forms of ZB-H1 and ZB-H2, ZB-V's steady state, the memory bounds
+// against 1F1B, and validity for every ranks x microbatches on the grid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include <algorithm>
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+Timeline run(const Problem &problem, ScheduleKind kind) {
+  llvm::Expected<Schedule> schedule = generateSchedule(problem, {kind});
+  if (!schedule) {
+    ADD_FAILURE() << llvm::toString(schedule.takeError());
+    return {};
+  }
+  llvm::Expected<Timeline> timeline = simulate(problem, *schedule);
+  if (!timeline) {
+    ADD_FAILURE() << llvm::toString(timeline.takeError());
+    return {};
+  }
+  return *timeline;
+}
+
+double highest(const std::vector<double> &values) {
+  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+}
+
+double oneFOneBHighestPeak(const Problem &problem) {
+  llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
+  EXPECT_TRUE(!!peaks);
+  return peaks ? highest(*peaks) : 0.0;
+}
+
+TEST(ZBH1, ClosedFormAndMemoryOverGrid) {
+  // The paper's closed form, for F = I = W and for W no larger than F or I.
+  const Costs costs[] = {
+      {1.0, 1.0, 1.0}, {1.0, 1.0, 0.5}, {1.0, 2.0, 1.0}, {2.0, 1.0, 1.0}};
+  for (int p : rankGrid())
+    for (int m = 1; m <= 4 * p; ++m)
+      for (Costs c : costs) {
+        Problem problem = uniformProblem(p, m, p, c);
+        Timeline t = run(problem, ScheduleKind::ZBH1);
+        double work = c.forward + c.backwardInput + c.backwardWeight;
+        if (m >= p)
+          EXPECT_NEAR(t.makespan,
+                      (p - 1) * (c.forward + c.backwardInput -
+                                 c.backwardWeight) +
+                          m * work,
+                      1e-9)
+              << "p=" << p << " m=" << m;
+      }
+}
+
+TEST(ZBH1, NeverWorseThanOneFOneBAndWithinItsPeak) {
+  for (int p : rankGrid())
+    for (int m = 1; m <= 4 * p; ++m)
+      for (Costs c : costGrid()) {
+        Problem problem = uniformProblem(p, m, p, c);
+        Timeline t = run(problem, ScheduleKind::ZBH1);
+        Timeline one = run(problem, ScheduleKind::OneFOneB);
+        EXPECT_LE(t.makespan, one.makespan + 1e-9) << "p=" << p << " m=" << m;
+        EXPECT_LE(highest(t.peakMemory), highest(one.peakMemory) + 1e-9)
+            << "p=" << p << " m=" << m;
+      }
+}
+
+TEST(ZBH2, ParallelogramBoundForUniformCosts) {
+  for (int p : rankGrid())
+    for (int m = p; m <= 4 * p; ++m)
+      for (double unit : {1.0, 2.5}) {
+        Problem problem = uniformProblem(p, m, p, {unit, unit, unit});
+        Timeline t = run(problem, ScheduleKind::ZBH2);
+        EXPECT_NEAR(t.makespan, (p - 1) * unit + m * 3 * unit, 1e-9)
+            << "p=" << p << " m=" << m;
+        // At most 2p - 1 microbatches' activations on any rank.
+        EXPECT_LE(highest(t.peakMemory), 2 * p - 1 + 1e-9);
+      }
+}
+
+TEST(ZBH2, NeverSlowerThanZBH1) {
+  for (int p : rankGrid())
+    for (int m = 1; m <= 4 * p; ++m)
+      for (Costs c : costGrid()) {
+        Problem problem = uniformProblem(p, m, p, c);
+        EXPECT_LE(run(problem, ScheduleKind::ZBH2).makespan,
+                  run(problem, ScheduleKind::ZBH1).makespan + 1e-9)
+            << "p=" << p << " m=" << m;
+      }
+}
+
+TEST(ZBV, NoSteadyStateBubbleForUniformCosts) {
+  for (int p : {1, 2, 3, 4, 5, 6, 7, 8})
+    for (double unit : {1.0, 0.5}) {
+      double previous = -1.0;
+      for (int m = 1; m <= 4 * p; ++m) {
+        Problem problem = uniformProblem(p, m, 2 * p, {unit, unit, unit});
+        Timeline t = run(problem, ScheduleKind::ZBV);
+        // One more microbatch adds exactly its work (2 chunks x 3 actions).
+        if (m > 2 * p)
+          EXPECT_NEAR(t.makespan - previous, 6 * unit, 1e-9)
+              << "p=" << p << " m=" << m;
+        previous = t.makespan;
+        EXPECT_LE(highest(t.peakMemory), oneFOneBHighestPeak(problem) + 1e-9)
+            << "p=" << p << " m=" << m;
+      }
+    }
+}
+
+TEST(ZBV, BeatsOneFOneBOnTheSameModel) {
+  for (int p : {2, 4, 8})
+    for (int m : {2 * p, 4 * p}) {
+      Problem problem = uniformProblem(p, m, 2 * p);
+      EXPECT_LT(run(problem, ScheduleKind::ZBV).makespan,
+                run(problem, ScheduleKind::OneFOneB).makespan)
+          << "p=" << p << " m=" << m;
+    }
+}
+
+TEST(ZeroBubble, ValidForEveryGridPointWithLatencyAndSplitMemory) {
+  for (int p : {1, 2, 3, 5, 8})
+    for (int m = 1; m <= 3 * p; ++m)
+      for (ScheduleKind kind :
+           {ScheduleKind::ZBH1, ScheduleKind::ZBH2, ScheduleKind::ZBV}) {
+        int stages = kind == ScheduleKind::ZBV ? 2 * p : p;
+        Problem problem = uniformProblem(p, m, stages, {1.0, 1.2, 0.7}, 0.1);
+        for (Stage &s : problem.stages) {
+          s.activation = 2.0;
+          s.weightGrad = 0.5;
+        }
+        llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+        ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+        EXPECT_FALSE(verifySchedule(problem, *s));
+        // Every (stage, microbatch) got a split backward.
+        size_t actions = 0;
+        for (const auto &rank : s->ranks)
+          for (const Action &a : rank) {
+            EXPECT_NE(a.kind, ActionKind::Backward);
+            ++actions;
+          }
+        EXPECT_EQ(actions, static_cast<size_t>(3 * stages * m));
+      }
+}
+
+TEST(ZBV, NeedsTwoStagesPerRank) {
+  Problem problem = uniformProblem(4, 8, 4);
+  EXPECT_EQ(errorMessage(generateSchedule(problem, {ScheduleKind::ZBV}).takeError()),
+            "V placement needs 2 stages per rank: pipeline @p has 4 stages for "
+            "4 ranks (needs 8)");
+}
+
+} // namespace
