@@ -25,6 +25,17 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       at most min(ranks, microbatches) activations in flight on rank 0.
     - `interleaved-1f1b`: Megatron-LM's interleaved schedule with `chunks`
       stages per rank, stage s on rank s mod ranks; any microbatch count.
+    - `zb-h1`, `zb-h2`: zero-bubble schedules with the backward split into
+      I and W (Qi et al., ICLR 2024): 1F1B's order of F and I with W filling
+      the idle time; zb-h1 within 1F1B's highest peak memory, zb-h2 with up
+      to 2p - 1 microbatches in flight.
+    - `zb-v`: V placement (rank r hosts stages r and 2p - 1 - r), split
+      backward, within 1F1B's highest peak for the same model.
+    - `auto`: searches placements and orders for the smallest simulated
+      makespan within `memory-limit` on every rank (default: the highest
+      1F1B peak), in at most `time-limit` seconds; prints a progress line on
+      stderr when it runs longer than a second. Never worse than the fixed
+      kinds that fit the limit. Sets `auto_choice` and `lower_bound`.
 
     Without pins, `gpipe` and `1f1b` place contiguous blocks of stages, one
     block per rank; `interleaved-1f1b` needs `ranks x chunks` stages.
@@ -51,9 +62,16 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
-           "Schedule kind: gpipe, 1f1b or interleaved-1f1b">,
+           "Schedule kind: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
+           "zb-v or auto">,
     Option<"chunks", "chunks", "int", /*default=*/"0",
            "Stages per rank for interleaved-1f1b (0: stages / ranks)">,
+    Option<"memoryLimit", "memory-limit", "double", /*default=*/"0.0",
+           "Per-rank memory limit (0: the highest 1F1B peak, for auto; no "
+           "limit for the fixed kinds). A fixed kind whose peak exceeds a "
+           "given limit fails">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
+           "Seconds the auto search may take">,
   ];
 }
 

@@ -9,7 +9,13 @@
 
 #include "dialect/PipeModel.h"
 
+#include "scheduler/AutoScheduler.h"
 #include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
 
 #include "mlir/IR/SymbolTable.h"
 
@@ -31,15 +37,18 @@ struct SchedulePass
     SymbolTable symbols(module);
     for (PipelineOp pipeline :
          llvm::make_early_inc_range(module.getOps<PipelineOp>())) {
-      llvm::Expected<sched::ScheduleKind> parsed =
-          sched::parseScheduleKind(kind);
-      if (!parsed) {
-        pipeline.emitError() << llvm::toString(parsed.takeError());
-        return signalPassFailure();
+      if (kind != "auto") {
+        llvm::Expected<sched::ScheduleKind> parsed =
+            sched::parseScheduleKind(kind);
+        if (!parsed) {
+          pipeline.emitError() << llvm::toString(parsed.takeError());
+          return signalPassFailure();
+        }
       }
       sched::Problem problem = problemFromPipeline(pipeline);
-      llvm::Expected<sched::Schedule> schedule =
-          sched::generateSchedule(problem, {*parsed, chunks});
+      std::string choice;
+      double bound = 0.0;
+      llvm::Expected<sched::Schedule> schedule = generate(problem, choice, bound);
       if (!schedule) {
         pipeline.emitError() << "cannot schedule pipeline @"
                              << pipeline.getSymName() << " as " << kind
@@ -54,9 +63,60 @@ struct SchedulePass
           c = '_';
       ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
                                     kind, *schedule);
+      if (!choice.empty()) {
+        op->setAttr("auto_choice", builder.getStringAttr(choice));
+        op->setAttr("lower_bound", builder.getF64FloatAttr(bound));
+      }
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));
     }
+  }
+
+  /// The schedule of \p problem for the pass options. For `auto`, sets
+  /// \p choice and \p bound.
+  llvm::Expected<sched::Schedule> generate(const sched::Problem &problem,
+                                           std::string &choice,
+                                           double &bound) {
+    if (kind == "auto") {
+      if (chunks > 1)
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "chunks applies to interleaved-1f1b "
+                                       "only; auto chooses the placement");
+      sched::AutoOptions options;
+      options.memoryLimit = memoryLimit;
+      options.timeLimit = timeLimit;
+      options.progress = [&](const sched::AutoProgress &p) {
+        llvm::errs() << fmt::format(
+            "pipe-schedule auto @{}: {} candidates in {:.1f} s, best makespan "
+            "{:.6g} ({}), lower bound {:.6g}\n",
+            problem.name, p.candidates, p.seconds, p.bestMakespan, p.bestName,
+            p.lowerBound);
+      };
+      llvm::Expected<sched::AutoResult> result =
+          sched::autoSchedule(problem, options);
+      if (!result)
+        return result.takeError();
+      choice = result->name;
+      bound = result->lowerBound;
+      return std::move(result->schedule);
+    }
+    llvm::Expected<sched::ScheduleKind> parsed = sched::parseScheduleKind(kind);
+    if (!parsed)
+      return parsed.takeError();
+    llvm::Expected<sched::Schedule> schedule =
+        sched::generateSchedule(problem, {*parsed, chunks});
+    if (!schedule || memoryLimit <= 0.0)
+      return schedule;
+    llvm::Expected<sched::Timeline> t = sched::simulate(problem, *schedule);
+    if (!t)
+      return t.takeError();
+    for (int r = 0; r < problem.ranks; ++r)
+      if (t->peakMemory[r] > memoryLimit * (1 + 1e-9))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("its peak memory {} on rank {} exceeds memory-limit={}",
+                        t->peakMemory[r], r, memoryLimit));
+    return schedule;
   }
 };
 } // namespace

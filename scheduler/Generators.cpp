@@ -39,6 +39,8 @@ llvm::Expected<ScheduleKind> stagecraft::pipe::sched::parseScheduleKind(llvm::St
       return kind;
     known += (known.empty() ? "" : ", ") + scheduleKindName(kind).str();
   }
+  // `auto` is a search over these kinds, not one of them (AutoScheduler.h).
+  known += ", auto";
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
       fmt::format("unknown schedule kind '{}'; expected one of: {}",

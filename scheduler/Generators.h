@@ -72,6 +72,17 @@ std::vector<std::vector<Action>>
 oneFOneBOrders(const Problem &problem, llvm::ArrayRef<int> placement,
                llvm::function_ref<int(int)> warmup, ActionKind backwardKind);
 
+/// Megatron's warm-up depth of rank \p r in interleaved 1F1B (stages on
+/// ranks round-robin, `stages / ranks` chunks).
+int interleavedWarmup(const Problem &problem, int r);
+
+/// The per-rank orders of an interleaved schedule on the round-robin
+/// placement: rank r runs \p warmup(r) forwards (clamped), then one forward
+/// and one backward of kind \p backwardKind in turn.
+std::vector<std::vector<Action>>
+interleavedOrders(const Problem &problem, llvm::function_ref<int(int)> warmup,
+                  ActionKind backwardKind);
+
 /// Megatron-LM's interleaved 1F1B with \p chunks stages per rank, extended
 /// to any microbatch count: microbatches go in rounds of `ranks` (the last
 /// round may be shorter) and a rank whose warm-up is too short to make

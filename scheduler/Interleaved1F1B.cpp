@@ -43,7 +43,8 @@ static std::vector<int> roundSizes(int p, int mbs) {
 
 /// The forward and backward sequences of rank \p r.
 static VirtualOrder virtualOrder(int r, int p, int v,
-                                 llvm::ArrayRef<int> rounds) {
+                                 llvm::ArrayRef<int> rounds,
+                                 ActionKind backwardKind) {
   VirtualOrder order;
   int m0 = 0;
   for (int size : rounds) {
@@ -53,7 +54,7 @@ static VirtualOrder virtualOrder(int r, int p, int v,
         order.forwards.push_back({ActionKind::Forward, c * p + r, m});
     for (int c = v - 1; c >= 0; --c)
       for (int m = m0; m < m1; ++m)
-        order.backwards.push_back({ActionKind::Backward, c * p + r, m});
+        order.backwards.push_back({backwardKind, c * p + r, m});
     m0 = m1;
   }
   return order;
@@ -75,6 +76,27 @@ static std::vector<Action> interleave(const VirtualOrder &order, int warmup) {
   return result;
 }
 
+int stagecraft::pipe::sched::interleavedWarmup(const Problem &problem, int r) {
+  const int p = problem.ranks, mbs = problem.microbatches;
+  const int v = problem.numStages() / p;
+  int w = v == 1 ? p - r - 1
+                 : 2 * (p - r - 1) + (v - 1) * roundSizes(p, mbs).front();
+  return std::min(w, mbs * v);
+}
+
+std::vector<std::vector<Action>> stagecraft::pipe::sched::interleavedOrders(
+    const Problem &problem, llvm::function_ref<int(int)> warmup,
+    ActionKind backwardKind) {
+  const int p = problem.ranks, mbs = problem.microbatches;
+  const int v = problem.numStages() / p;
+  const std::vector<int> rounds = roundSizes(p, mbs);
+  std::vector<std::vector<Action>> orders(p);
+  for (int r = 0; r < p; ++r)
+    orders[r] = interleave(virtualOrder(r, p, v, rounds, backwardKind),
+                           std::clamp(warmup(r), 0, mbs * v));
+  return orders;
+}
+
 llvm::Expected<Schedule>
 stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chunks) {
   llvm::Expected<std::vector<int>> placement =
@@ -82,22 +104,18 @@ stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chu
   if (!placement)
     return placement.takeError();
   const int p = problem.ranks, mbs = problem.microbatches;
-  const int v = problem.numStages() / p;
+  const int total = mbs * (problem.numStages() / p);
 
   Schedule schedule;
   schedule.placement = std::move(*placement);
-  schedule.ranks.resize(p);
-  std::vector<VirtualOrder> orders;
   std::vector<int> warmup(p);
-  const int total = mbs * v;
-  const std::vector<int> rounds = roundSizes(p, mbs);
-  const int firstRound = rounds.front();
-  for (int r = 0; r < p; ++r) {
-    orders.push_back(virtualOrder(r, p, v, rounds));
-    int w = v == 1 ? p - r - 1 : 2 * (p - r - 1) + (v - 1) * firstRound;
-    warmup[r] = std::min(w, total);
-    schedule.ranks[r] = interleave(orders[r], warmup[r]);
-  }
+  for (int r = 0; r < p; ++r)
+    warmup[r] = interleavedWarmup(problem, r);
+  auto build = [&] {
+    schedule.ranks = interleavedOrders(
+        problem, [&](int r) { return warmup[r]; }, ActionKind::Backward);
+  };
+  build();
 
   while (true) {
     llvm::Error err = verifySchedule(problem, schedule);
@@ -111,7 +129,6 @@ stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chu
             if (r < 0 || warmup[r] >= total)
               continue;
             ++warmup[r];
-            schedule.ranks[r] = interleave(orders[r], warmup[r]);
             grew = true;
           }
           return llvm::Error::success();
@@ -121,5 +138,6 @@ stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chu
     if (!grew)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "interleaved-1f1b found no valid warm-up");
+    build();
   }
 }

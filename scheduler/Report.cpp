@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/Report.h"
+#include "scheduler/AutoScheduler.h"
 
 #include <fmt/format.h>
 
@@ -75,8 +76,11 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      scheduleName.str(), problem.name, problem.ranks,
                      problem.numStages(), problem.microbatches,
                      problem.latency);
-  out += fmt::format("makespan {:.6g}, bubble ratio {:.4f}\n",
-                     timeline.makespan, timeline.bubbleRatio);
+  double bound = lowerBound(problem, schedule.placement);
+  out += fmt::format("makespan {:.6g}, bubble ratio {:.4f}, lower bound {:.6g} "
+                     "(makespan / bound {:.4f})\n",
+                     timeline.makespan, timeline.bubbleRatio, bound,
+                     bound > 0.0 ? timeline.makespan / bound : 1.0);
   out += fmt::format("{:>5}  {:>10}  {:>12}  {}\n", "rank", "busy",
                      "peak memory", "stages");
   for (int r = 0; r < schedule.numRanks(); ++r) {

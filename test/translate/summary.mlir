@@ -7,7 +7,7 @@
 // Tests the summary: figures, per-rank table and a timeline at 2 columns
 // per unit.
 // CHECK: schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches, latency 0
-// CHECK-NEXT: makespan 33, bubble ratio 0.2727
+// CHECK-NEXT: makespan 33, bubble ratio 0.2727, lower bound 27 (makespan / bound 1.2222)
 // CHECK-NEXT:  rank        busy   peak memory  stages
 // CHECK-NEXT:     0          24             4  @s0
 // CHECK-NEXT:     1          24             3  @s1

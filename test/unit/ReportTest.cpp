@@ -48,7 +48,9 @@ TEST(Report, SummaryListsMakespanBubbleAndPeakPerRank) {
   Schedule s = *generateSchedule(problem, {ScheduleKind::OneFOneB});
   Timeline t = *simulate(problem, s);
   std::string text = formatSummary(problem, s, t, "p_1f1b");
-  EXPECT_NE(text.find("makespan 33, bubble ratio 0.2727"), std::string::npos)
+  EXPECT_NE(text.find("makespan 33, bubble ratio 0.2727, lower bound 27 "
+                      "(makespan / bound 1.2222)"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("    0          24             4  @s0"),
             std::string::npos)

@@ -1,0 +1,119 @@
+//===- QualityBench.cpp - Schedule quality of every kind vs auto ----------===//
+//
+// For ranks in {4, 8, 16, 32}, microbatches in {p, 2p, 4p, 8p} and three cost
+// profiles, prints per kind: makespan / lower bound, bubble ratio, highest
+// peak memory / 1F1B's highest peak, and generation time. The model has 2p
+// stages (each a half of a 1F1B stage), so every placement applies: blocks
+// of two for gpipe/1f1b/zb-h1/zb-h2, round-robin for interleaved, V for
+// zb-v. `auto` runs at the default budget (1F1B's highest peak).
+//   stagecraft-quality-bench [max-ranks]
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+using namespace stagecraft::pipe::sched;
+
+namespace {
+struct Profile {
+  const char *name;
+  double f, i, w, latency, first, last;
+};
+
+Problem makeProblem(const Profile &profile, int p, int m) {
+  Problem problem;
+  problem.name = "bench";
+  problem.ranks = p;
+  problem.microbatches = m;
+  problem.latency = profile.latency;
+  for (int s = 0; s < 2 * p; ++s) {
+    double scale = s == 0 ? profile.first : s == 2 * p - 1 ? profile.last : 1.0;
+    Stage stage;
+    stage.name = "s" + std::to_string(s);
+    stage.forward = 0.5 * profile.f * scale;
+    stage.backwardInput = 0.5 * profile.i * scale;
+    stage.backwardWeight = 0.5 * profile.w * scale;
+    stage.activation = 0.5;
+    stage.weightGrad = 0.5;
+    problem.stages.push_back(stage);
+  }
+  return problem;
+}
+
+double highest(const std::vector<double> &v) {
+  return *std::max_element(v.begin(), v.end());
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int maxRanks = argc > 1 ? std::atoi(argv[1]) : 32;
+  const Profile profiles[] = {
+      {"uniform", 1.0, 1.0, 1.0, 0.0, 1.0, 1.0},
+      {"measured", 1.0, 1.1, 0.9, 0.05, 1.0, 1.0},
+      {"hetero", 1.0, 1.0, 1.0, 0.1, 1.3, 1.6},
+  };
+  const ScheduleKind kinds[] = {
+      ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+      ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
+      ScheduleKind::ZBV};
+  fmt::print("| profile | p | m | kind | makespan/LB | bubble | peak/1F1B | "
+             "gen ms |\n|---|---|---|---|---|---|---|---|\n");
+  int autoWorse = 0;
+  for (const Profile &profile : profiles)
+    for (int p : {4, 8, 16, 32}) {
+      if (p > maxRanks)
+        continue;
+      for (int m : {p, 2 * p, 4 * p, 8 * p}) {
+        Problem problem = makeProblem(profile, p, m);
+        double bound = lowerBound(problem);
+        double budget = highest(*oneFOneBPeakMemory(problem));
+        double bestFixed = 1e300;
+        auto row = [&](const std::string &kind, const Schedule &s, double ms) {
+          Timeline t = *simulate(problem, s);
+          fmt::print("| {} | {} | {} | {} | {:.4f} | {:.4f} | {:.3f} | {:.1f} "
+                     "|\n",
+                     profile.name, p, m, kind, t.makespan / bound,
+                     t.bubbleRatio, highest(t.peakMemory) / budget, ms);
+          return t;
+        };
+        for (ScheduleKind kind : kinds) {
+          auto t0 = std::chrono::steady_clock::now();
+          llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+          double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+          if (!s) {
+            fmt::print(stderr, "{}: {}\n", scheduleKindName(kind).str(),
+                       llvm::toString(s.takeError()));
+            continue;
+          }
+          Timeline t = row(scheduleKindName(kind).str(), *s, ms);
+          if (highest(t.peakMemory) <= budget * (1 + 1e-9))
+            bestFixed = std::min(bestFixed, t.makespan);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        llvm::Expected<AutoResult> a = autoSchedule(problem, {});
+        double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+        if (!a) {
+          fmt::print(stderr, "auto: {}\n", llvm::toString(a.takeError()));
+          return 1;
+        }
+        Timeline t = row("auto (" + a->name + ")", a->schedule, ms);
+        if (t.makespan > bestFixed + 1e-9)
+          ++autoWorse;
+      }
+    }
+  fmt::print("\nauto worse than the best fixed kind within budget: {} cases\n",
+             autoWorse);
+  return autoWorse ? 1 : 0;
+}

@@ -1,0 +1,345 @@
+//===- AutoScheduler.cpp - Search for the best schedule under memory ------===//
+//
+// The search evaluates every candidate with the simulator and keeps the
+// fastest that fits the memory limit. Candidates, cheapest first:
+//   1. every fixed kind that can place the problem;
+//   2. on each placement, zero-bubble backbones (1F1B- or interleaved-shaped
+//      orders of F and I, W filling the waits) over a family of warm-up
+//      depths, and the greedy list policies;
+//   3. hill climbing on the best backbone's per-rank warm-up depths, until
+//      no step improves or the time limit is reached.
+// The list scheduler enforces the memory limit itself, so deeper warm-ups are
+// throttled by memory rather than rejected.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Generators.h"
+#include "scheduler/ListScheduler.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+using namespace stagecraft::pipe::sched;
+
+double stagecraft::pipe::sched::lowerBound(const Problem &problem,
+                                           llvm::ArrayRef<int> placement) {
+  const int n = problem.numStages(), p = problem.ranks;
+  std::vector<double> work(p, 0.0), chain(p, -1.0);
+  double delay = 0.0;
+  for (int s = 0; s < n; ++s) {
+    int r = placement[s];
+    if (s > 0 && placement[s - 1] != r)
+      delay += problem.latency;
+    if (chain[r] < 0.0)
+      chain[r] = delay;
+    const Stage &stage = problem.stages[s];
+    work[r] += problem.microbatches * (stage.forward + stage.backward());
+    delay += stage.forward;
+  }
+  double bound = 0.0;
+  for (int r = 0; r < p; ++r)
+    bound = std::max(bound, std::max(chain[r], 0.0) + work[r]);
+  return bound;
+}
+
+namespace {
+struct NamedPlacement {
+  std::string name;
+  std::vector<int> placement;
+};
+
+/// Contiguous blocks minimizing the most work on one rank (n > p).
+std::vector<int> balancedBlocks(const Problem &problem) {
+  const int n = problem.numStages(), p = problem.ranks;
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int s = 0; s < n; ++s)
+    prefix[s + 1] = prefix[s] + problem.stages[s].forward +
+                    problem.stages[s].backward();
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[k][i]: least max-block cost splitting the first i stages in k blocks.
+  std::vector<std::vector<double>> best(p + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int>> cut(p + 1, std::vector<int>(n + 1, 0));
+  best[0][0] = 0.0;
+  for (int k = 1; k <= p; ++k)
+    for (int i = k; i <= n - (p - k); ++i)
+      for (int j = k - 1; j < i; ++j) {
+        double c = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (c < best[k][i]) {
+          best[k][i] = c;
+          cut[k][i] = j;
+        }
+      }
+  std::vector<int> placement(n);
+  for (int k = p, i = n; k >= 1; --k) {
+    int j = cut[k][i];
+    for (int s = j; s < i; ++s)
+      placement[s] = k - 1;
+    i = j;
+  }
+  return placement;
+}
+
+std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
+  std::vector<NamedPlacement> result;
+  if (problem.isPinned()) {
+    std::vector<int> pins;
+    for (const Stage &s : problem.stages)
+      pins.push_back(*s.rank);
+    result.push_back({"pinned", pins});
+    return result;
+  }
+  if (auto blocks = placeContiguous(problem, true))
+    result.push_back({"contiguous", *blocks});
+  else
+    llvm::consumeError(blocks.takeError());
+  if (problem.numStages() > problem.ranks) {
+    std::vector<int> balanced = balancedBlocks(problem);
+    if (balanced != result.front().placement)
+      result.push_back({"balanced", balanced});
+    if (auto rr = placeRoundRobin(problem, 0))
+      result.push_back({"round-robin", *rr});
+    else
+      llvm::consumeError(rr.takeError());
+    if (auto v = placeVShape(problem))
+      result.push_back({"v", *v});
+    else
+      llvm::consumeError(v.takeError());
+  }
+  return result;
+}
+
+bool isContiguous(llvm::ArrayRef<int> placement) {
+  std::vector<int> seen;
+  for (size_t s = 0; s < placement.size(); ++s) {
+    if (s > 0 && placement[s] == placement[s - 1])
+      continue;
+    if (std::find(seen.begin(), seen.end(), placement[s]) != seen.end())
+      return false;
+    seen.push_back(placement[s]);
+  }
+  return true;
+}
+
+class Search {
+public:
+  Search(const Problem &problem, const AutoOptions &options, double limit)
+      : problem(problem), options(options), limit(limit),
+        start(std::chrono::steady_clock::now()), lastReport(start) {}
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  }
+  bool outOfTime() const { return elapsed() > options.timeLimit; }
+
+  /// Evaluates \p schedule; keeps it when it is the fastest that fits.
+  /// Returns its makespan, or infinity when invalid or over the limit.
+  double consider(llvm::Expected<Schedule> schedule, std::string name) {
+    ++count;
+    report();
+    if (!schedule) {
+      llvm::consumeError(schedule.takeError());
+      return std::numeric_limits<double>::infinity();
+    }
+    llvm::Expected<Timeline> t = simulate(problem, *schedule);
+    if (!t) {
+      llvm::consumeError(t.takeError());
+      return std::numeric_limits<double>::infinity();
+    }
+    double peak = *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
+    smallestPeak = std::min(smallestPeak, peak);
+    if (peak > limit * (1 + 1e-9) + 1e-12)
+      return std::numeric_limits<double>::infinity();
+    if (!found || t->makespan < best.makespan - 1e-9) {
+      found = true;
+      best.schedule = std::move(*schedule);
+      best.makespan = t->makespan;
+      best.name = std::move(name);
+    }
+    return t->makespan;
+  }
+
+  void report(bool final = false) {
+    if (!options.progress)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    double interval = options.progressInterval;
+    bool due =
+        std::chrono::duration<double>(now - lastReport).count() >= interval;
+    if (!due && !(final && elapsed() > interval))
+      return;
+    lastReport = now;
+    AutoProgress progress;
+    progress.candidates = count;
+    progress.seconds = elapsed();
+    progress.bestMakespan = found ? best.makespan : 0.0;
+    progress.lowerBound = bound;
+    progress.bestName = found ? best.name : "";
+    options.progress(progress);
+  }
+
+  const Problem &problem;
+  const AutoOptions &options;
+  const double limit;
+  double bound = 0.0;
+  std::chrono::steady_clock::time_point start, lastReport;
+  AutoResult best;
+  bool found = false;
+  int count = 0;
+  double smallestPeak = std::numeric_limits<double>::infinity();
+};
+} // namespace
+
+double stagecraft::pipe::sched::lowerBound(const Problem &problem) {
+  double bound = std::numeric_limits<double>::infinity();
+  for (const NamedPlacement &p : candidatePlacements(problem))
+    bound = std::min(bound, lowerBound(problem, p.placement));
+  return bound;
+}
+
+llvm::Expected<AutoResult>
+stagecraft::pipe::sched::autoSchedule(const Problem &problem,
+                                      const AutoOptions &options) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  double limit = options.memoryLimit;
+  if (limit <= 0.0) {
+    llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
+    if (!peaks)
+      return peaks.takeError();
+    limit = *std::max_element(peaks->begin(), peaks->end());
+  }
+  // Below what one microbatch needs on some rank, nothing can run.
+  double need = std::numeric_limits<double>::infinity();
+  for (const NamedPlacement &np : candidatePlacements(problem)) {
+    std::vector<double> perRank(problem.ranks, 0.0);
+    for (int s = 0; s < problem.numStages(); ++s)
+      perRank[np.placement[s]] += problem.stages[s].activation;
+    need = std::min(need, *std::max_element(perRank.begin(), perRank.end()));
+  }
+  if (limit < need * (1 - 1e-9))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("memory-limit={} is below {}, what one microbatch needs on "
+                    "the busiest rank of any placement",
+                    limit, need));
+  Search search(problem, options, limit);
+  search.bound = lowerBound(problem);
+  const int p = problem.ranks, mbs = problem.microbatches;
+
+  // 1. The fixed kinds.
+  for (ScheduleKind kind :
+       {ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
+        ScheduleKind::ZBV, ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
+    search.consider(generateSchedule(problem, {kind}),
+                    scheduleKindName(kind).str());
+
+  // 2. Backbones and greedy policies on every placement.
+  struct Backbone {
+    std::string name;
+    std::vector<int> placement;
+    bool interleaved;
+    std::vector<int> warmup;
+    double makespan;
+  };
+  std::vector<Backbone> backbones;
+  std::vector<double> limits(p, limit);
+  auto runBackbone = [&](const std::vector<int> &placement, bool interleaved,
+                         const std::vector<int> &warmup) {
+    ListPolicy policy;
+    policy.memoryLimit = limits;
+    auto depth = [&](int i) { return warmup[i]; };
+    policy.backbone =
+        interleaved
+            ? interleavedOrders(problem, depth, ActionKind::BackwardInput)
+            : oneFOneBOrders(problem, placement, depth,
+                             ActionKind::BackwardInput);
+    return listSchedule(problem, placement, policy);
+  };
+  for (const NamedPlacement &np : candidatePlacements(problem)) {
+    bool contiguous = isContiguous(np.placement);
+    bool roundRobin = np.name == "round-robin";
+    if (contiguous || roundRobin) {
+      // Warm-up depths: the recipe's, scaled towards twice as deep, plus a
+      // constant; memory throttles what does not fit.
+      for (double scale : {1.0, 1.5, 2.0})
+        for (int extra : {0, 1, 2, 4}) {
+          if (search.outOfTime())
+            break;
+          std::vector<int> warmup(p);
+          for (int i = 0; i < p; ++i) {
+            // Index i is the block position for contiguous orders and the
+            // rank for interleaved ones; both start from the recipe's depth.
+            int base = roundRobin ? interleavedWarmup(problem, i) : p - i - 1;
+            warmup[i] = std::min(
+                mbs * problem.numStages(),
+                static_cast<int>(std::lround(base * scale)) + extra);
+          }
+          std::string name = fmt::format("backbone {} x{} +{}", np.name, scale,
+                                         extra);
+          double makespan =
+              search.consider(runBackbone(np.placement, roundRobin, warmup),
+                              name);
+          if (std::isfinite(makespan))
+            backbones.push_back(
+                {name, np.placement, roundRobin, warmup, makespan});
+        }
+    }
+    for (int variant = 0; variant < 8 && !search.outOfTime(); ++variant) {
+      ListPolicy policy;
+      policy.memoryLimit = limits;
+      policy.laterStageFirst = variant & 1;
+      policy.backwardFirst = !(variant & 2);
+      policy.deferWeights = !(variant & 4);
+      search.consider(listSchedule(problem, np.placement, policy),
+                      fmt::format("greedy {} #{}", np.name, variant));
+    }
+  }
+
+  // 3. Hill climbing on the best backbone's warm-up depths.
+  if (!backbones.empty()) {
+    Backbone current = *std::min_element(
+        backbones.begin(), backbones.end(),
+        [](const Backbone &a, const Backbone &b) {
+          return a.makespan < b.makespan;
+        });
+    for (bool improved = true; improved && !search.outOfTime();) {
+      improved = false;
+      for (int i = 0; i < p && !search.outOfTime(); ++i)
+        for (int delta : {1, -1, 2, -2}) {
+          std::vector<int> warmup = current.warmup;
+          warmup[i] += delta;
+          if (warmup[i] < 0)
+            continue;
+          double makespan = search.consider(
+              runBackbone(current.placement, current.interleaved, warmup),
+              current.name + " tuned");
+          if (makespan < current.makespan - 1e-9) {
+            current.warmup = std::move(warmup);
+            current.makespan = makespan;
+            improved = true;
+            break;
+          }
+        }
+    }
+  }
+
+  search.report(/*final=*/true);
+  if (!search.found)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("no schedule fits memory-limit={} on every rank; the "
+                    "smallest peak found is {}",
+                    limit, search.smallestPeak));
+  AutoResult result = std::move(search.best);
+  result.lowerBound = search.bound;
+  result.memoryLimit = limit;
+  result.candidates = search.count;
+  return result;
+}

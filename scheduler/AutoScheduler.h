@@ -1,0 +1,67 @@
+//===- AutoScheduler.h - Search for the best schedule under memory -*- C++ -*-===//
+//
+// `kind=auto`: searches placements (contiguous blocks, round-robin, V) and
+// orders (every fixed kind, zero-bubble backbones with per-rank warm-up
+// depths, greedy list policies) for the smallest simulated makespan whose
+// peak memory stays within a per-rank limit on every rank. The fixed kinds
+// are among the candidates, so the result is never worse than the best of
+// them that fits the limit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_AUTOSCHEDULER_H
+#define STAGECRAFT_SCHEDULER_AUTOSCHEDULER_H
+
+#include "scheduler/Schedule.h"
+
+#include <functional>
+#include <string>
+
+namespace stagecraft::pipe::sched {
+
+struct AutoProgress {
+  int candidates = 0;
+  double seconds = 0.0;
+  double bestMakespan = 0.0;
+  double lowerBound = 0.0;
+  std::string bestName;
+};
+
+struct AutoOptions {
+  /// Per-rank memory limit; <= 0 means the highest 1F1B peak of the problem.
+  double memoryLimit = 0.0;
+  /// Wall-clock budget of the search in seconds.
+  double timeLimit = 10.0;
+  /// Called every `progressInterval` seconds while the search runs, and once
+  /// at the end if it ran longer than that.
+  std::function<void(const AutoProgress &)> progress;
+  double progressInterval = 1.0;
+};
+
+struct AutoResult {
+  Schedule schedule;
+  /// Which candidate won, e.g. "zb-h1" or "backbone contiguous +2".
+  std::string name;
+  double makespan = 0.0;
+  double lowerBound = 0.0;
+  double memoryLimit = 0.0;
+  int candidates = 0;
+};
+
+/// Max over ranks of (forward chain delay to the rank's first stage + the
+/// rank's total work) for \p placement: no schedule on that placement ends
+/// sooner.
+double lowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
+
+/// The smallest `lowerBound` over the placements `auto` considers for
+/// \p problem (the user's pins only, when pinned).
+double lowerBound(const Problem &problem);
+
+/// Runs the search. Fails if no candidate fits the memory limit (naming the
+/// limit and the smallest peak found) or the problem is invalid.
+llvm::Expected<AutoResult> autoSchedule(const Problem &problem,
+                                        const AutoOptions &options);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_AUTOSCHEDULER_H
