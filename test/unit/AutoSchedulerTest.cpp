@@ -106,7 +106,7 @@ TEST(Auto, FailsClearlyWhenNothingFits) {
   AutoOptions options;
   options.memoryLimit = 0.25;
   EXPECT_EQ(errorMessage(autoSchedule(problem, options).takeError()),
-            "memory-limit=0.25 is below 1, what one microbatch needs on the "
+            "memory-limit=0.25 is below 2, what one microbatch needs on the "
             "busiest rank of any placement");
 }
 
