@@ -30,6 +30,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
     stage.backwardWeight = op.getBackwardWeight().convertToDouble();
     stage.activation = op.getActivation().convertToDouble();
     stage.weightGrad = op.getWeightGrad().convertToDouble();
+    if (FloatAttr fb = op.getForwardBackwardAttr())
+      stage.forwardBackward = fb.getValueAsDouble();
     if (IntegerAttr rank = op.getRankAttr())
       stage.rank = static_cast<int>(rank.getInt());
     problem.stages.push_back(std::move(stage));
@@ -44,6 +46,9 @@ stagecraft::pipe::getActionKind(Operation *op) {
       .Case([](BackwardInputOp) { return sched::ActionKind::BackwardInput; })
       .Case([](BackwardWeightOp) { return sched::ActionKind::BackwardWeight; })
       .Case([](BackwardOp) { return sched::ActionKind::Backward; })
+      .Case([](ForwardBackwardOp) {
+        return sched::ActionKind::ForwardBackward;
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -103,14 +108,33 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
       if (!kind)
         return action.emitOpError() << "is not allowed in a pipe.rank; only "
                                        "action ops are";
-      auto stage = action.getAttrOfType<FlatSymbolRefAttr>("stage");
-      auto it = stageIndex.find(stage.getAttr());
-      if (it == stageIndex.end())
-        return action.emitOpError() << "refers to unknown stage " << stage
-                                    << " of pipeline @" << model.problem.name;
-      int64_t mb = action.getAttrOfType<IntegerAttr>("microbatch").getInt();
-      model.schedule.ranks[id].push_back(
-          {*kind, it->second, static_cast<int>(mb)});
+      bool overlapped = *kind == sched::ActionKind::ForwardBackward;
+      auto stageOf = [&](StringRef attr) -> FailureOr<int> {
+        auto stage = action.getAttrOfType<FlatSymbolRefAttr>(attr);
+        auto it = stageIndex.find(stage.getAttr());
+        if (it == stageIndex.end())
+          return action.emitOpError()
+                 << "refers to unknown stage " << stage << " of pipeline @"
+                 << model.problem.name;
+        return it->second;
+      };
+      auto mbOf = [&](StringRef attr) {
+        return static_cast<int>(action.getAttrOfType<IntegerAttr>(attr).getInt());
+      };
+      FailureOr<int> stage =
+          stageOf(overlapped ? "forward_stage" : "stage");
+      if (failed(stage))
+        return failure();
+      sched::Action a{*kind, *stage,
+                      mbOf(overlapped ? "forward_microbatch" : "microbatch")};
+      if (overlapped) {
+        FailureOr<int> back = stageOf("backward_stage");
+        if (failed(back))
+          return failure();
+        a.backwardStage = *back;
+        a.backwardMicrobatch = mbOf("backward_microbatch");
+      }
+      model.schedule.ranks[id].push_back(a);
       model.actionOps[id].push_back(&action);
     }
   }
@@ -198,6 +222,11 @@ ScheduleOp stagecraft::pipe::buildSchedule(
         break;
       case sched::ActionKind::Backward:
         builder.create<BackwardOp>(at, stage, mb);
+        break;
+      case sched::ActionKind::ForwardBackward:
+        builder.create<ForwardBackwardOp>(
+            at, stage, mb, stageRefs[a.backwardStage],
+            builder.getI64IntegerAttr(a.backwardMicrobatch));
         break;
       }
     }

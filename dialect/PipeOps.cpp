@@ -211,10 +211,19 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   std::pair<StringRef, std::optional<double>> costs[] = {
       {"forward", std::nullopt},
       {"backward_input", std::nullopt},
-      {"backward_weight", std::nullopt}};
+      {"backward_weight", std::nullopt},
+      {"forward_backward", std::nullopt}};
+  SMLoc costLoc = parser.getCurrentLocation();
   if (parser.parseKeyword("cost") ||
-      parseNamedNumbers(parser, "cost", costs, /*required=*/true))
+      parseNamedNumbers(parser, "cost", costs, /*required=*/false))
     return failure();
+  for (int i = 0; i < 3; ++i)
+    if (!costs[i].second)
+      return parser.emitError(costLoc)
+             << "cost(...) needs '" << costs[i].first << "'";
+  if (costs[3].second)
+    result.addAttribute(getForwardBackwardAttrName(result.name),
+                        b.getF64FloatAttr(*costs[3].second));
   result.addAttribute(getForwardAttrName(result.name),
                       b.getF64FloatAttr(*costs[0].second));
   result.addAttribute(getBackwardInputAttrName(result.name),
@@ -243,7 +252,10 @@ void StageOp::print(OpAsmPrinter &p) {
     << ", backward_input = "
     << formatNumber(getBackwardInput().convertToDouble())
     << ", backward_weight = "
-    << formatNumber(getBackwardWeight().convertToDouble()) << ")";
+    << formatNumber(getBackwardWeight().convertToDouble());
+  if (FloatAttr fb = getForwardBackwardAttr())
+    p << ", forward_backward = " << formatNumber(fb.getValueAsDouble());
+  p << ")";
   p << " memory(activation = "
     << formatNumber(getActivation().convertToDouble())
     << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
@@ -252,7 +264,8 @@ void StageOp::print(OpAsmPrinter &p) {
       (*this)->getAttrs(),
       {getSymNameAttrName(), getRankAttrName(), getForwardAttrName(),
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
-       getActivationAttrName(), getWeightGradAttrName()});
+       getForwardBackwardAttrName(), getActivationAttrName(),
+       getWeightGradAttrName()});
 }
 
 LogicalResult StageOp::verify() {
@@ -266,6 +279,13 @@ LogicalResult StageOp::verify() {
     if (!std::isfinite(value) || value < 0.0)
       return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(value);
+  if (FloatAttr fb = getForwardBackwardAttr()) {
+    double value = fb.getValueAsDouble();
+    if (!std::isfinite(value) || value < 0.0)
+      return emitOpError() << "cost 'forward_backward' must be finite and "
+                              "non-negative, got "
+                           << formatNumber(value);
+  }
   if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())
     return emitOpError() << "memory 'weight_grad' ("
                          << formatNumber(getWeightGrad().convertToDouble())

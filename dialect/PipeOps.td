@@ -57,7 +57,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     `activation` is allocated by a forward and held until the backward ends;
     `weight_grad` (at most `activation`, default `activation`) is the part
     still held after the input gradient, until the weight gradient. Memory
-    defaults to `activation = 1.0`. `rank(K)` pins the stage to rank K.
+    defaults to `activation = 1.0`. `rank(K)` pins the stage to rank K. The
+    optional cost entry `forward_backward` is the cost of this stage's
+    forward overlapped with a full backward (default F + B: no gain).
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -69,6 +71,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     F64Attr:$forward,
     F64Attr:$backward_input,
     F64Attr:$backward_weight,
+    OptionalAttr<F64Attr>:$forward_backward,
     F64Attr:$activation,
     F64Attr:$weight_grad
   );
@@ -155,5 +158,32 @@ def Pipe_BackwardWeightOp
     : Pipe_ActionOp<"backward_weight", "Backward for the weight gradient (W)">;
 def Pipe_BackwardOp
     : Pipe_ActionOp<"backward", "Full backward, I and W fused (B)">;
+
+def Pipe_ForwardBackwardOp : Pipe_Op<"forward_backward", [HasParent<"RankOp">]> {
+  let summary = "A forward overlapped with a full backward (X, DualPipe's F&B)";
+  let description = [{
+    Runs the forward of `$forward_stage` for `$forward_microbatch` and the
+    full backward (I and W) of `$backward_stage` for `$backward_microbatch`
+    at once on the enclosing rank, as DualPipe overlaps one chunk's forward
+    computation with another chunk's backward communication. It waits for
+    the dependencies of both halves. Its cost is F + B less the mean of the
+    two stages' overlap gains (F + B - forward_backward), and never less than
+    the longer half.
+
+    ```mlir
+    pipe.forward_backward @s0 mb 4, @s7 mb 1
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$forward_stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$forward_microbatch,
+    FlatSymbolRefAttr:$backward_stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$backward_microbatch
+  );
+  let assemblyFormat = [{
+    $forward_stage `mb` $forward_microbatch `,` $backward_stage `mb`
+    $backward_microbatch attr-dict
+  }];
+}
 
 #endif // STAGECRAFT_DIALECT_PIPEOPS_TD

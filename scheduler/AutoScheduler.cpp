@@ -236,7 +236,8 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // 1. The fixed kinds.
   for (ScheduleKind kind :
        {ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
-        ScheduleKind::ZBV, ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
+        ScheduleKind::ZBV, ScheduleKind::DualPipeV,
+        ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
     search.consider(generateSchedule(problem, {kind}),
                     scheduleKindName(kind).str());
 

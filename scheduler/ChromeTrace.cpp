@@ -38,8 +38,7 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
     for (const TimedAction &ta : timeline.ranks[r]) {
       const Action &a = ta.action;
       events.push_back(json::Object{
-          {"name", fmt::format("{}{}{}", a.stage, actionLetter(a.kind),
-                               a.microbatch)},
+          {"name", shortName(a)},
           {"cat", actionOpName(a.kind).str()},
           {"ph", "X"},
           {"pid", pid},

@@ -12,7 +12,8 @@ using namespace stagecraft::pipe::sched;
 
 static constexpr ScheduleKind kAllKinds[] = {
     ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
-    ScheduleKind::ZBH1,  ScheduleKind::ZBH2,     ScheduleKind::ZBV};
+    ScheduleKind::ZBH1,  ScheduleKind::ZBH2,     ScheduleKind::ZBV,
+    ScheduleKind::DualPipeV};
 
 llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
   switch (kind) {
@@ -28,6 +29,8 @@ llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
     return "zb-h2";
   case ScheduleKind::ZBV:
     return "zb-v";
+  case ScheduleKind::DualPipeV:
+    return "dualpipev";
   }
   llvm_unreachable("unknown schedule kind");
 }
@@ -83,6 +86,8 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
   }
   case ScheduleKind::ZBV:
     return generateZBV(problem);
+  case ScheduleKind::DualPipeV:
+    return generateDualPipeV(problem);
   }
   llvm_unreachable("unknown schedule kind");
 }

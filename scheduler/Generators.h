@@ -24,6 +24,7 @@ enum class ScheduleKind {
   ZBH1,
   ZBH2,
   ZBV,
+  DualPipeV,
 };
 
 /// "gpipe", "1f1b", "interleaved-1f1b".
@@ -112,6 +113,11 @@ llvm::Expected<Schedule> generateZBH2(const Problem &problem,
 /// ZB-V: V placement, split backward, W deferred, every rank's memory
 /// limited to the highest 1F1B peak of the same model.
 llvm::Expected<Schedule> generateZBV(const Problem &problem);
+
+/// DualPipeV: V placement, overlapped forward+backward actions in the steady
+/// state, split backward in warm-up and cool-down. Needs m >= 2p - 1 for its
+/// shape and falls back to ZB-V's schedule below that.
+llvm::Expected<Schedule> generateDualPipeV(const Problem &problem);
 
 } // namespace stagecraft::pipe::sched
 

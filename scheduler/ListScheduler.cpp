@@ -154,6 +154,8 @@ void ListBuilder::start(int r, Action a, double t) {
     }
     --remaining[slot];
     break;
+  case ActionKind::ForwardBackward:
+    llvm_unreachable("the list scheduler does not overlap actions");
   }
   schedule.ranks[r].push_back(a);
   freeAt[r] = t + cost;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace stagecraft::pipe::sched;
@@ -19,6 +20,11 @@ bool Problem::isPinned() const {
     if (!stage.rank)
       return false;
   return true;
+}
+
+double stagecraft::pipe::sched::overlappedCost(const Stage &f, const Stage &b) {
+  double cost = f.forward + b.backward() - 0.5 * (f.overlapGain() + b.overlapGain());
+  return std::max(cost, std::max(f.forward, b.backward()));
 }
 
 static bool isNonNegativeFinite(double value) {
@@ -51,6 +57,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
         {"backward_weight", stage.backwardWeight},
         {"activation", stage.activation},
         {"weight_grad", stage.weightGrad}};
+    if (stage.forwardBackward && !isNonNegativeFinite(*stage.forwardBackward))
+      return fail(fmt::format("stage @{}: 'forward_backward' must be finite and "
+                              "non-negative, got {}",
+                              stage.name, *stage.forwardBackward));
     for (auto [key, value] : values)
       if (!isNonNegativeFinite(value))
         return fail(fmt::format("stage @{}: '{}' must be finite and "

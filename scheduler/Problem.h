@@ -30,11 +30,23 @@ struct Stage {
   /// The part of `activation` still needed by the weight gradient after the
   /// input gradient has run.
   double weightGrad = 1.0;
+  /// Cost of this stage's forward overlapped with a full backward of a stage
+  /// like it (DualPipe's F&B); unset means no overlap gain (F + B).
+  std::optional<double> forwardBackward;
   /// The rank the user pinned this stage to, if any.
   std::optional<int> rank;
 
   double backward() const { return backwardInput + backwardWeight; }
+  /// Time saved by overlapping this stage's F with a B: F + B - F&B.
+  double overlapGain() const {
+    return forwardBackward ? forward + backward() - *forwardBackward : 0.0;
+  }
 };
+
+/// Cost of the forward of \p f overlapped with the full backward of \p b:
+/// F(f) + B(b) less the mean of their overlap gains, and never less than the
+/// longer of the two.
+double overlappedCost(const Stage &f, const Stage &b);
 
 struct Problem {
   std::string name;

@@ -6,6 +6,7 @@
 
 #include "scheduler/PyTorchCsv.h"
 #include "scheduler/Generators.h"
+#include "scheduler/ScheduleError.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -21,14 +22,19 @@ void CsvError::log(llvm::raw_ostream &os) const {
   os << position.line << ":" << position.column << ": " << message;
 }
 
-std::string stagecraft::pipe::sched::formatPyTorchCsv(const Schedule &schedule) {
+llvm::Expected<std::string>
+stagecraft::pipe::sched::formatPyTorchCsv(const Schedule &schedule) {
   std::string out;
-  for (const std::vector<Action> &rank : schedule.ranks) {
-    bool first = true;
-    for (const Action &a : rank) {
-      out += fmt::format("{}{}{}{}", first ? "" : ",", a.stage,
-                         actionLetter(a.kind), a.microbatch);
-      first = false;
+  for (int r = 0; r < schedule.numRanks(); ++r) {
+    const std::vector<Action> &rank = schedule.ranks[r];
+    for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
+      if (rank[i].kind == ActionKind::ForwardBackward)
+        return scheduleError(
+            fmt::format("{} overlaps a forward and a backward, which the "
+                        "PyTorch CSV cannot express",
+                        shortName(rank[i])),
+            {r, i});
+      out += (i ? "," : "") + shortName(rank[i]);
     }
     out += '\n';
   }

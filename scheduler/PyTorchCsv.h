@@ -43,8 +43,10 @@ struct ImportedSchedule {
   std::vector<std::vector<CsvPosition>> positions;
 };
 
-/// The CSV of \p schedule, one line per rank.
-std::string formatPyTorchCsv(const Schedule &schedule);
+/// The CSV of \p schedule, one line per rank. Fails with a ScheduleError at
+/// the first overlapped forward+backward action, which PyTorch's CSV has no
+/// cell for.
+llvm::Expected<std::string> formatPyTorchCsv(const Schedule &schedule);
 
 /// Reads \p text against \p problem. A stage is placed on the rank of the
 /// row where it first appears (or its pin); the result is not verified.

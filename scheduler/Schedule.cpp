@@ -21,6 +21,8 @@ char stagecraft::pipe::sched::actionLetter(ActionKind kind) {
     return 'W';
   case ActionKind::Backward:
     return 'B';
+  case ActionKind::ForwardBackward:
+    return 'X';
   }
   llvm_unreachable("unknown action kind");
 }
@@ -50,16 +52,32 @@ llvm::StringRef stagecraft::pipe::sched::actionOpName(ActionKind kind) {
     return "backward_weight";
   case ActionKind::Backward:
     return "backward";
+  case ActionKind::ForwardBackward:
+    return "forward_backward";
   }
   llvm_unreachable("unknown action kind");
 }
 
 std::string stagecraft::pipe::sched::describeAction(const Problem &problem,
-                                        const Action &action) {
-  std::string stage = action.stage >= 0 && action.stage < problem.numStages()
-                          ? problem.stages[action.stage].name
-                          : fmt::format("#{}", action.stage);
-  return fmt::format("{} @{} mb {}", actionOpName(action.kind).str(), stage,
+                                                    const Action &action) {
+  auto name = [&](int stage) {
+    return stage >= 0 && stage < problem.numStages()
+               ? problem.stages[stage].name
+               : fmt::format("#{}", stage);
+  };
+  std::string text = fmt::format("{} @{} mb {}", actionOpName(action.kind).str(),
+                                 name(action.stage), action.microbatch);
+  if (action.kind == ActionKind::ForwardBackward)
+    text += fmt::format(", @{} mb {}", name(action.backwardStage),
+                        action.backwardMicrobatch);
+  return text;
+}
+
+std::string stagecraft::pipe::sched::shortName(const Action &action) {
+  if (action.kind == ActionKind::ForwardBackward)
+    return fmt::format("{}F{}+{}B{}", action.stage, action.microbatch,
+                       action.backwardStage, action.backwardMicrobatch);
+  return fmt::format("{}{}{}", action.stage, actionLetter(action.kind),
                      action.microbatch);
 }
 

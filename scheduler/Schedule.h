@@ -21,13 +21,17 @@
 namespace stagecraft::pipe::sched {
 
 /// F forward, I backward for inputs, W backward for weights, B full backward
-/// (I and W fused).
+/// (I and W fused), and X: a forward and a full backward of two stages on one
+/// rank, overlapped (DualPipe's F&B).
 enum class ActionKind : uint8_t {
   Forward,
   BackwardInput,
   BackwardWeight,
   Backward,
+  ForwardBackward,
 };
+/// The kinds with a (stage, microbatch) slot of their own; an overlapped
+/// action fills the F slot of one pair and the B slot of another.
 constexpr int kNumActionKinds = 4;
 
 /// The letter PyTorch's pipelining CSV uses for \p kind.
@@ -39,17 +43,28 @@ llvm::StringRef actionOpName(ActionKind kind);
 
 struct Action {
   ActionKind kind;
+  /// For ForwardBackward: the forward half.
   int stage;
   int microbatch;
+  /// For ForwardBackward only: the backward half.
+  int backwardStage = -1;
+  int backwardMicrobatch = -1;
 
+  static Action overlapped(int fStage, int fMb, int bStage, int bMb) {
+    return {ActionKind::ForwardBackward, fStage, fMb, bStage, bMb};
+  }
   bool operator==(const Action &other) const {
     return kind == other.kind && stage == other.stage &&
-           microbatch == other.microbatch;
+           microbatch == other.microbatch &&
+           backwardStage == other.backwardStage &&
+           backwardMicrobatch == other.backwardMicrobatch;
   }
 };
 
 /// "forward @s0 mb 3", for diagnostics.
 std::string describeAction(const Problem &problem, const Action &action);
+/// "0F3", or "0F3+7B1" for an overlapped action: the PyTorch CSV spelling.
+std::string shortName(const Action &action);
 
 struct Schedule {
   /// placement[stage] is the rank hosting that stage.

@@ -91,9 +91,7 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
     stuck.push_back(r);
     const Task &task = graph.task(order[next[r]]);
     const Task &blocker = graph.task(waitingOn[r]);
-    auto name = [](const Task &t) {
-      return fmt::format("{}{}{}", t.stage, actionLetter(t.kind), t.microbatch);
-    };
+    auto name = [](const Task &t) { return shortName(t.action()); };
     notes.push_back({{r, static_cast<int>(next[r])},
                      fmt::format("rank {} is stuck at {}, which waits for {} on "
                                  "rank {} (position {} there)",

@@ -85,33 +85,49 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     for (int i = 0, e = static_cast<int>(actions.size()); i < e; ++i) {
       const Action &a = actions[i];
       ScheduleSite site{r, i};
-      if (a.stage < 0 || a.stage >= numStages)
-        return scheduleError(fmt::format("action refers to stage #{}, pipeline "
-                                         "@{} has {} stages",
-                                         a.stage, problem.name, numStages),
-                             site);
-      if (a.microbatch < 0 || a.microbatch >= numMbs)
-        return scheduleError(
-            fmt::format("{}: microbatch {} is out of range, pipeline @{} has {} "
-                        "microbatches",
-                        describeAction(problem, a), a.microbatch, problem.name,
-                        numMbs),
-            site);
-      const Stage &stage = problem.stages[a.stage];
-      int host = schedule.placement[a.stage];
-      if (host != r)
-        return scheduleError(fmt::format("{} is on rank {}, but @{} is hosted "
-                                         "by rank {}",
-                                         describeAction(problem, a), r,
-                                         stage.name, host),
-                             site);
-      TaskId &slot = index(a.stage, a.microbatch, a.kind);
-      if (slot >= 0) {
-        const Task &first = graph.task(slot);
-        return scheduleError(
-            fmt::format("duplicate {}", describeAction(problem, a)), site,
-            {{{first.rank, graph.positionOf(slot)}, "first occurrence here"}});
+      // An overlapped action is checked as its forward and backward halves.
+      bool overlapped = a.kind == ActionKind::ForwardBackward;
+      struct Half {
+        int stage, mb;
+        ActionKind kind;
+      };
+      llvm::SmallVector<Half, 2> halves;
+      halves.push_back(
+          {a.stage, a.microbatch, overlapped ? ActionKind::Forward : a.kind});
+      if (overlapped)
+        halves.push_back(
+            {a.backwardStage, a.backwardMicrobatch, ActionKind::Backward});
+      for (const Half &h : halves) {
+        if (h.stage < 0 || h.stage >= numStages)
+          return scheduleError(fmt::format("action refers to stage #{}, "
+                                           "pipeline @{} has {} stages",
+                                           h.stage, problem.name, numStages),
+                               site);
+        if (h.mb < 0 || h.mb >= numMbs)
+          return scheduleError(
+              fmt::format("{}: microbatch {} is out of range, pipeline @{} has "
+                          "{} microbatches",
+                          describeAction(problem, a), h.mb, problem.name,
+                          numMbs),
+              site);
+        int host = schedule.placement[h.stage];
+        if (host != r)
+          return scheduleError(fmt::format("{} is on rank {}, but @{} is "
+                                           "hosted by rank {}",
+                                           describeAction(problem, a), r,
+                                           problem.stages[h.stage].name, host),
+                               site);
+        TaskId slot = index(h.stage, h.mb, h.kind);
+        if (slot >= 0) {
+          const Task &first = graph.task(slot);
+          return scheduleError(
+              fmt::format("duplicate {}",
+                          describeAction(problem, {h.kind, h.stage, h.mb})),
+              site,
+              {{{first.rank, graph.positionOf(slot)}, "first occurrence here"}});
+        }
       }
+      const Stage &stage = problem.stages[a.stage];
       Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0};
       switch (a.kind) {
       case ActionKind::Forward:
@@ -130,8 +146,19 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
         task.cost = stage.backward();
         task.freeAtEnd = stage.activation;
         break;
+      case ActionKind::ForwardBackward: {
+        const Stage &back = problem.stages[a.backwardStage];
+        task.cost = overlappedCost(stage, back);
+        task.allocAtStart = stage.activation;
+        task.freeAtEnd = back.activation;
+        task.backwardStage = a.backwardStage;
+        task.backwardMicrobatch = a.backwardMicrobatch;
+        break;
       }
-      slot = graph.addTask(task);
+      }
+      TaskId id = graph.addTask(task);
+      for (const Half &h : halves)
+        index(h.stage, h.mb, h.kind) = id;
     }
   }
 
@@ -176,32 +203,42 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     return scheduleError(fmt::format("missing {} (and {} more actions)",
                                      firstMissing, missing - 1));
 
-  // Dependencies, in task order.
+  // Dependencies, in task order; an overlapped task has both halves' edges.
   for (TaskId t = 0, e = static_cast<TaskId>(graph.numTasks()); t < e; ++t) {
     const Task &task = graph.task(t);
-    llvm::SmallVector<Dependency, 2> deps;
+    llvm::SmallVector<Dependency, 4> deps;
     auto dependOn = [&](TaskId producer) {
       assert(producer >= 0 && "coverage checked above");
       double latency =
           graph.task(producer).rank == task.rank ? 0.0 : problem.latency;
       deps.push_back({producer, latency});
     };
-    int s = task.stage, m = task.microbatch;
-    switch (task.kind) {
-    case ActionKind::Forward:
+    auto forwardDeps = [&](int s, int m) {
       if (s > 0)
         dependOn(index(s - 1, m, ActionKind::Forward));
-      break;
-    case ActionKind::BackwardInput:
-    case ActionKind::Backward:
+    };
+    auto inputGradDeps = [&](int s, int m) {
       dependOn(index(s, m, ActionKind::Forward));
       if (s + 1 < numStages) {
         TaskId grad = index(s + 1, m, ActionKind::BackwardInput);
         dependOn(grad >= 0 ? grad : index(s + 1, m, ActionKind::Backward));
       }
+    };
+    int s = task.stage, m = task.microbatch;
+    switch (task.kind) {
+    case ActionKind::Forward:
+      forwardDeps(s, m);
+      break;
+    case ActionKind::BackwardInput:
+    case ActionKind::Backward:
+      inputGradDeps(s, m);
       break;
     case ActionKind::BackwardWeight:
       dependOn(index(s, m, ActionKind::BackwardInput));
+      break;
+    case ActionKind::ForwardBackward:
+      forwardDeps(s, m);
+      inputGradDeps(task.backwardStage, task.backwardMicrobatch);
       break;
     }
     graph.addDependencies(t, deps);

@@ -35,8 +35,13 @@ struct Task {
   double allocAtStart;
   /// Memory released when the task ends.
   double freeAtEnd;
+  /// The backward half of an overlapped task.
+  int backwardStage = -1;
+  int backwardMicrobatch = -1;
 
-  Action action() const { return {kind, stage, microbatch}; }
+  Action action() const {
+    return {kind, stage, microbatch, backwardStage, backwardMicrobatch};
+  }
 };
 
 struct Dependency {

@@ -43,23 +43,6 @@ stagecraft::pipe::sched::oneFOneBPeakMemory(const Problem &problem) {
   return oneFOneBPeaks(problem);
 }
 
-/// Block position of each rank: ranks ordered by their first stage.
-static std::vector<int> blockPositions(const Problem &problem,
-                                       llvm::ArrayRef<int> placement) {
-  const int p = problem.ranks;
-  std::vector<int> firstStage(p, problem.numStages());
-  for (int s = problem.numStages() - 1; s >= 0; --s)
-    firstStage[placement[s]] = s;
-  std::vector<int> byPosition(p), position(p);
-  for (int r = 0; r < p; ++r)
-    byPosition[r] = r;
-  std::sort(byPosition.begin(), byPosition.end(),
-            [&](int a, int b) { return firstStage[a] < firstStage[b]; });
-  for (int k = 0; k < p; ++k)
-    position[byPosition[k]] = k;
-  return position;
-}
-
 /// The zero-bubble policy: a 1F1B-shaped order of F and I with \p warmup(k)
 /// warm-up forwards on block k, W filling the waits, memory limits \p limits.
 static llvm::Expected<Schedule>

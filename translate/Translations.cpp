@@ -87,8 +87,11 @@ withSelectedSchedule(Operation *op,
 }
 
 static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(op, [&](ScheduleOp, const ScheduleModel &model) {
-    os << sched::formatPyTorchCsv(model.schedule);
+  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
+    llvm::Expected<std::string> csv = sched::formatPyTorchCsv(model.schedule);
+    if (!csv)
+      return emitScheduleError(s, model, csv.takeError());
+    os << *csv;
     return success();
   });
 }

@@ -139,7 +139,7 @@ pipe.pipeline @p ranks(2) microbatches(1) {
 
 // Tests an unknown cost name.
 pipe.pipeline @p ranks(1) microbatches(1) {
-  // expected-error @below {{unknown cost 'backward'; expected one of: forward, backward_input, backward_weight}}
+  // expected-error @below {{unknown cost 'backward'; expected one of: forward, backward_input, backward_weight, forward_backward}}
   pipe.stage @s0 cost(forward = 1.0, backward = 1.0, backward_weight = 1.0)
 }
 
@@ -387,4 +387,45 @@ pipe.schedule @sched for @p {
   }
   pipe.rank 1 stages [@s1] {
   }
+}
+
+// -----
+
+pipe.pipeline @p ranks(2) microbatches(1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+// Tests an overlapped action whose backward half is on another rank.
+pipe.schedule @sched for @p {
+  pipe.rank 0 stages [@s0] {
+    pipe.forward @s0 mb 0
+    // expected-error @below {{'pipe.schedule' op forward_backward @s0 mb 0, @s1 mb 0 is on rank 0, but @s1 is hosted by rank 1}}
+    pipe.forward_backward @s0 mb 0, @s1 mb 0
+  }
+  pipe.rank 1 stages [@s1] {
+  }
+}
+
+// -----
+
+pipe.pipeline @p ranks(1) microbatches(2) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+// Tests an overlapped action repeating a forward.
+pipe.schedule @sched for @p {
+  pipe.rank 0 stages [@s0] {
+    // expected-note @below {{first occurrence here}}
+    pipe.forward @s0 mb 1
+    pipe.forward @s0 mb 0
+    // expected-error @below {{'pipe.schedule' op duplicate forward @s0 mb 1}}
+    pipe.forward_backward @s0 mb 1, @s0 mb 0
+  }
+}
+
+// -----
+
+// Tests that the overlapped cost must be finite and non-negative.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op cost 'forward_backward' must be finite and non-negative, got -1.0}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0, forward_backward = -1.0)
 }

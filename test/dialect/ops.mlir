@@ -15,6 +15,27 @@ pipe.pipeline @demo ranks(4) microbatches(8) {
   pipe.stage @s3 cost(forward = 0.001, backward_input = 1.0e20, backward_weight = 0.0)
 }
 
+// Tests the optional overlapped cost.
+// CHECK-LABEL: pipe.pipeline @overlap ranks(1) microbatches(2) {
+// CHECK-NEXT: pipe.stage @o cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0, forward_backward = 2.5) memory(activation = 1.0, weight_grad = 1.0)
+pipe.pipeline @overlap ranks(1) microbatches(2) {
+  pipe.stage @o cost(forward_backward = 2.5, forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// Tests an overlapped forward+backward action.
+// CHECK-LABEL: pipe.schedule @fb for @overlap {
+// CHECK-NEXT: pipe.rank 0 stages [@o] {
+// CHECK-NEXT: pipe.forward @o mb 0
+// CHECK-NEXT: pipe.forward_backward @o mb 1, @o mb 0
+// CHECK-NEXT: pipe.backward @o mb 1
+pipe.schedule @fb for @overlap {
+  pipe.rank 0 stages [@o] {
+    pipe.forward @o mb 0
+    pipe.forward_backward @o mb 1, @o mb 0
+    pipe.backward @o mb 1
+  }
+}
+
 // Tests latency and pins.
 // CHECK-LABEL: pipe.pipeline @pinned ranks(2) microbatches(1) latency(0.5) {
 // CHECK-NEXT: pipe.stage @a rank(1) cost(

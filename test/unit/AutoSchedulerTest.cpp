@@ -52,14 +52,15 @@ TEST(Auto, NeverWorseThanTheBestFixedKindWithinBudget) {
         for (ScheduleKind kind :
              {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
               ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
-              ScheduleKind::ZBH2, ScheduleKind::ZBV}) {
+              ScheduleKind::ZBH2, ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
           llvm::Expected<Schedule> fixed = generateSchedule(problem, {kind});
           ASSERT_TRUE(!!fixed) << llvm::toString(fixed.takeError());
           Timeline f = *simulate(problem, *fixed);
           EXPECT_LE(result->lowerBound, f.makespan + 1e-9);
-          if (highest(f.peakMemory) <= result->memoryLimit * (1 + 1e-9))
+          if (highest(f.peakMemory) <= result->memoryLimit * (1 + 1e-9)) {
             EXPECT_LE(t.makespan, f.makespan + 1e-9)
                 << scheduleKindName(kind).str() << " p=" << p << " m=" << m;
+          }
         }
       }
 }

@@ -205,14 +205,14 @@ TEST(Generators, KindNamesRoundTripAndUnknownKindsFail) {
   for (ScheduleKind kind :
        {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
         ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
-        ScheduleKind::ZBV}) {
+        ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
     llvm::Expected<ScheduleKind> parsed = parseScheduleKind(scheduleKindName(kind));
     ASSERT_TRUE(!!parsed);
     EXPECT_EQ(*parsed, kind);
   }
   EXPECT_EQ(errorMessage(parseScheduleKind("2f2b").takeError()),
             "unknown schedule kind '2f2b'; expected one of: gpipe, 1f1b, "
-            "interleaved-1f1b, zb-h1, zb-h2, zb-v, auto");
+            "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, auto");
 }
 
 TEST(Generators, InvalidProblemsFail) {

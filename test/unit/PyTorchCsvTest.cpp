@@ -20,7 +20,7 @@ TEST(PyTorchCsv, WritesOneRowPerRankWithGlobalStageIndices) {
   llvm::Expected<Schedule> s =
       generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 2});
   ASSERT_TRUE(!!s);
-  std::string csv = formatPyTorchCsv(*s);
+  std::string csv = *formatPyTorchCsv(*s);
   EXPECT_EQ(csv, "0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n"
                  "1F0,1F1,3F0,3B0,3F1,3B1,1B0,1B1\n");
 }
@@ -34,7 +34,7 @@ TEST(PyTorchCsv, RoundTripsEveryKind) {
         llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
         ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
         llvm::Expected<ImportedSchedule> back =
-            parsePyTorchCsv(formatPyTorchCsv(*s), problem);
+            parsePyTorchCsv(*formatPyTorchCsv(*s), problem);
         ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
         EXPECT_EQ(back->schedule.placement, s->placement);
         EXPECT_EQ(back->schedule.ranks, s->ranks);

@@ -51,13 +51,14 @@ TEST(ZBH1, ClosedFormAndMemoryOverGrid) {
         Problem problem = uniformProblem(p, m, p, c);
         Timeline t = run(problem, ScheduleKind::ZBH1);
         double work = c.forward + c.backwardInput + c.backwardWeight;
-        if (m >= p)
+        if (m >= p) {
           EXPECT_NEAR(t.makespan,
                       (p - 1) * (c.forward + c.backwardInput -
                                  c.backwardWeight) +
                           m * work,
                       1e-9)
               << "p=" << p << " m=" << m;
+        }
       }
 }
 
@@ -106,9 +107,10 @@ TEST(ZBV, NoSteadyStateBubbleForUniformCosts) {
         Problem problem = uniformProblem(p, m, 2 * p, {unit, unit, unit});
         Timeline t = run(problem, ScheduleKind::ZBV);
         // One more microbatch adds exactly its work (2 chunks x 3 actions).
-        if (m > 2 * p)
+        if (m > 2 * p) {
           EXPECT_NEAR(t.makespan - previous, 6 * unit, 1e-9)
               << "p=" << p << " m=" << m;
+        }
         previous = t.makespan;
         EXPECT_LE(highest(t.peakMemory), oneFOneBHighestPeak(problem) + 1e-9)
             << "p=" << p << " m=" << m;
@@ -149,6 +151,54 @@ TEST(ZeroBubble, ValidForEveryGridPointWithLatencyAndSplitMemory) {
           }
         EXPECT_EQ(actions, static_cast<size_t>(3 * stages * m));
       }
+}
+
+TEST(DualPipeV, ReadmeBubbleAndMemoryForUniformChunks) {
+  // DualPipe's README: bubble (PP/2 - 1)(F&B + B - 3W) and PP + 1 chunk
+  // activations per rank, with PP = 2p stages on p ranks. Without an overlap
+  // gain F&B = F + B, so the step is 6m chunk units plus that bubble.
+  for (int p : {1, 2, 3, 4, 5, 6, 7, 8, 16})
+    for (int m = 2 * p - 1; m <= 4 * p; ++m) {
+      Problem problem = uniformProblem(p, m, 2 * p);
+      Timeline t = run(problem, ScheduleKind::DualPipeV);
+      double f = 1, b = 2, w = 1, fb = f + b;
+      EXPECT_NEAR(t.makespan, 6.0 * m + (p - 1) * (fb + b - 3 * w), 1e-9)
+          << "p=" << p << " m=" << m;
+      for (double peak : t.peakMemory)
+        EXPECT_LE(peak, 2 * p + 1 + 1e-9) << "p=" << p << " m=" << m;
+      EXPECT_NEAR(highest(t.peakMemory), std::min(2 * p + 1, 2 * m), 1e-9);
+    }
+}
+
+TEST(DualPipeV, OverlapGainShortensTheStep) {
+  for (int p : {2, 4, 8})
+    for (int m : {2 * p, 4 * p}) {
+      Problem plain = uniformProblem(p, m, 2 * p);
+      Problem overlapped = plain;
+      for (Stage &s : overlapped.stages)
+        s.forwardBackward = 2.4; // F + B = 3
+      Timeline a = run(plain, ScheduleKind::DualPipeV);
+      Timeline b = run(overlapped, ScheduleKind::DualPipeV);
+      EXPECT_LT(b.makespan, a.makespan) << "p=" << p << " m=" << m;
+      // The steady state runs 2 overlapped actions per microbatch and rank.
+      size_t overlaps = 0;
+      llvm::Expected<Schedule> s =
+          generateSchedule(overlapped, {ScheduleKind::DualPipeV});
+      for (const Action &act : s->ranks[0])
+        overlaps += act.kind == ActionKind::ForwardBackward;
+      EXPECT_EQ(overlaps, static_cast<size_t>(2 * (m - 2 * p + 1) + p - 1));
+    }
+}
+
+TEST(DualPipeV, ValidForFewMicrobatchesAndWithLatency) {
+  for (int p : {1, 2, 3, 5, 8})
+    for (int m = 1; m <= 3 * p; ++m) {
+      Problem problem = uniformProblem(p, m, 2 * p, {1.0, 1.2, 0.7}, 0.1);
+      llvm::Expected<Schedule> s =
+          generateSchedule(problem, {ScheduleKind::DualPipeV});
+      ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+      EXPECT_FALSE(verifySchedule(problem, *s)) << "p=" << p << " m=" << m;
+    }
 }
 
 TEST(ZBV, NeedsTwoStagesPerRank) {
