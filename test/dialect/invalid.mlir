@@ -398,7 +398,6 @@ pipe.pipeline @p ranks(2) microbatches(1) {
 // Tests an overlapped action whose backward half is on another rank.
 pipe.schedule @sched for @p {
   pipe.rank 0 stages [@s0] {
-    pipe.forward @s0 mb 0
     // expected-error @below {{'pipe.schedule' op forward_backward @s0 mb 0, @s1 mb 0 is on rank 0, but @s1 is hosted by rank 1}}
     pipe.forward_backward @s0 mb 0, @s1 mb 0
   }
