@@ -6,8 +6,8 @@
 //   2. on each placement, zero-bubble backbones (1F1B- or interleaved-shaped
 //      orders of F and I, W filling the waits) over a family of warm-up
 //      depths, and the greedy list policies;
-//   3. hill climbing on the best backbone's per-rank warm-up depths, until
-//      no step improves or the time limit is reached.
+//   3. when a backbone leads, hill climbing on its per-rank warm-up depths,
+//      until no step improves or the time limit is reached.
 // The list scheduler enforces the memory limit itself, so deeper warm-ups are
 // throttled by memory rather than rejected.
 //
@@ -303,8 +303,12 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     }
   }
 
-  // 3. Hill climbing on the best backbone's warm-up depths.
-  if (!backbones.empty()) {
+  // 3. Hill climbing on the best backbone's warm-up depths, when a backbone
+  // leads: tuning one that already lost rarely overtakes the leader and
+  // costs a simulation per rank and step.
+  bool backboneLeads = search.found && llvm::StringRef(search.best.name)
+                                           .starts_with("backbone");
+  if (!backbones.empty() && backboneLeads) {
     Backbone current = *std::min_element(
         backbones.begin(), backbones.end(),
         [](const Backbone &a, const Backbone &b) {
