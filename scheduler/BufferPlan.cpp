@@ -1,0 +1,284 @@
+//===- BufferPlan.cpp - Buffers, slots and the runtime plan ---------------===//
+//
+// Buffer liveness over each rank's instruction order and slot assignment by
+// greedy interval colouring (optimal for interval graphs: slots = the most
+// buffers live at once); see Plan.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Plan.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+using namespace stagecraft::pipe::sched;
+
+uint64_t stagecraft::pipe::sched::bufferTag(BufferKind kind, int stage,
+                                            int microbatch) {
+  return (static_cast<uint64_t>(kind) + 1) << 56 |
+         static_cast<uint64_t>(stage) << 28 | static_cast<uint64_t>(microbatch);
+}
+
+std::string
+stagecraft::pipe::sched::describeTag(uint64_t tag,
+                                     llvm::ArrayRef<std::string> stageNames) {
+  if (tag == 0)
+    return "nothing";
+  int kind = static_cast<int>(tag >> 56) - 1;
+  int stage = static_cast<int>((tag >> 28) & ((1u << 28) - 1));
+  int mb = static_cast<int>(tag & ((1u << 28) - 1));
+  static const char *names[] = {"act", "grad", "stash-i", "stash-w"};
+  std::string stageName = stage < static_cast<int>(stageNames.size())
+                              ? "@" + stageNames[stage]
+                              : "#" + std::to_string(stage);
+  if (kind < 0 || kind > 3)
+    return fmt::format("garbage 0x{:x}", tag);
+  return fmt::format("{}({}, mb {})", names[kind], stageName, mb);
+}
+
+namespace {
+struct Buffer {
+  uint64_t tag;
+  int64_t bytes;
+  int start;
+  int end;
+  int slot = -1;
+};
+
+uint64_t messageTag(const Message &m) {
+  return bufferTag(m.kind == MessageKind::Activation ? BufferKind::Activation
+                                                     : BufferKind::Gradient,
+                   m.stage, m.microbatch);
+}
+} // namespace
+
+Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
+                                        const Program &program,
+                                        llvm::StringRef scheduleName,
+                                        int64_t unitBytes, BufferStats *stats) {
+  const int p = program.numRanks(), n = problem.numStages();
+  Plan plan;
+  plan.pipeline = problem.name;
+  plan.schedule = scheduleName.str();
+  plan.microbatches = problem.microbatches;
+  for (const Stage &s : problem.stages)
+    plan.stageNames.push_back(s.name);
+  plan.placement = program.placement;
+  plan.ranks.resize(p);
+  if (llvm::Expected<Timeline> t = simulate(problem, program.computeSchedule())) {
+    plan.simulatedMakespan = t->makespan;
+    plan.simulatedBusy = t->busy;
+    for (const auto &rank : t->ranks) {
+      plan.simulatedStart.emplace_back();
+      for (const TimedAction &ta : rank)
+        plan.simulatedStart.back().push_back(ta.start);
+    }
+  } else {
+    llvm::consumeError(t.takeError());
+  }
+  if (stats)
+    *stats = BufferStats{};
+  auto bytesOf = [&](double units) {
+    return std::max<int64_t>(64, static_cast<int64_t>(units * unitBytes));
+  };
+
+  for (int r = 0; r < p; ++r) {
+    const std::vector<Instruction> &instrs = program.ranks[r];
+    std::vector<Buffer> buffers;
+    std::map<uint64_t, int> live; // tag -> buffer index
+    auto write = [&](uint64_t tag, double units, int at) {
+      live[tag] = static_cast<int>(buffers.size());
+      buffers.push_back({tag, bytesOf(units), at, at});
+    };
+    auto read = [&](uint64_t tag, int at) {
+      auto it = live.find(tag);
+      assert(it != live.end() && "verified program reads what it has");
+      buffers[it->second].end = at;
+    };
+    // Per instruction: the reads and writes, as tags, for the plan ops.
+    std::vector<std::vector<uint64_t>> reads(instrs.size()),
+        writes(instrs.size());
+    for (int i = 0, e = static_cast<int>(instrs.size()); i < e; ++i) {
+      const Instruction &instr = instrs[i];
+      auto r_ = [&](uint64_t tag) {
+        read(tag, i);
+        reads[i].push_back(tag);
+      };
+      auto w_ = [&](uint64_t tag, double units) {
+        write(tag, units, i);
+        writes[i].push_back(tag);
+      };
+      if (instr.kind != Instruction::Kind::Compute) {
+        for (const CommOp &op : instr.ops) {
+          const Stage &stage = problem.stages[op.message.stage];
+          if (op.isSend)
+            r_(messageTag(op.message));
+          else
+            w_(messageTag(op.message), stage.activation);
+        }
+        continue;
+      }
+      const Action &a = instr.action;
+      auto forward = [&](int s, int m) {
+        const Stage &stage = problem.stages[s];
+        if (s > 0)
+          r_(bufferTag(BufferKind::Activation, s - 1, m));
+        w_(bufferTag(BufferKind::StashInput, s, m),
+           stage.activation - stage.weightGrad);
+        w_(bufferTag(BufferKind::StashWeight, s, m), stage.weightGrad);
+        if (s + 1 < n)
+          w_(bufferTag(BufferKind::Activation, s, m), stage.activation);
+      };
+      auto inputGrad = [&](int s, int m, bool full) {
+        const Stage &stage = problem.stages[s];
+        r_(bufferTag(BufferKind::StashInput, s, m));
+        if (full)
+          r_(bufferTag(BufferKind::StashWeight, s, m));
+        if (s + 1 < n)
+          r_(bufferTag(BufferKind::Gradient, s + 1, m));
+        if (s > 0)
+          w_(bufferTag(BufferKind::Gradient, s, m), stage.activation);
+      };
+      switch (a.kind) {
+      case ActionKind::Forward:
+        forward(a.stage, a.microbatch);
+        break;
+      case ActionKind::BackwardInput:
+        inputGrad(a.stage, a.microbatch, /*full=*/false);
+        break;
+      case ActionKind::Backward:
+        inputGrad(a.stage, a.microbatch, /*full=*/true);
+        break;
+      case ActionKind::BackwardWeight:
+        r_(bufferTag(BufferKind::StashWeight, a.stage, a.microbatch));
+        break;
+      case ActionKind::ForwardBackward:
+        forward(a.stage, a.microbatch);
+        inputGrad(a.backwardStage, a.backwardMicrobatch, /*full=*/true);
+        break;
+      }
+    }
+
+    // Slots: buffers by start; a slot frees after its buffer's last use.
+    std::vector<int> order(buffers.size());
+    for (size_t b = 0; b < buffers.size(); ++b)
+      order[b] = static_cast<int>(b);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return buffers[a].start < buffers[b].start;
+    });
+    PlanRank &rank = plan.ranks[r];
+    std::vector<int> slotBusyUntil; // last instruction using the slot
+    int peakLive = 0;
+    int64_t naive = 0;
+    for (int b : order) {
+      Buffer &buf = buffers[b];
+      naive += buf.bytes;
+      int best = -1;
+      for (int s = 0, e = static_cast<int>(slotBusyUntil.size()); s < e; ++s) {
+        if (slotBusyUntil[s] >= buf.start)
+          continue;
+        // Best fit: the smallest slot that holds it, else the largest.
+        auto fits = [&](int x) { return rank.slotBytes[x] >= buf.bytes; };
+        if (best < 0 || (fits(s) && (!fits(best) ||
+                                     rank.slotBytes[s] < rank.slotBytes[best])) ||
+            (!fits(s) && !fits(best) &&
+             rank.slotBytes[s] > rank.slotBytes[best]))
+          best = s;
+      }
+      if (best < 0) {
+        best = static_cast<int>(slotBusyUntil.size());
+        slotBusyUntil.push_back(-1);
+        rank.slotBytes.push_back(0);
+      }
+      buf.slot = best;
+      slotBusyUntil[best] = buf.end;
+      rank.slotBytes[best] = std::max(rank.slotBytes[best], buf.bytes);
+    }
+    // Peak live count, to report beside the slot count.
+    std::vector<int> delta(instrs.size() + 1, 0);
+    for (const Buffer &buf : buffers) {
+      ++delta[buf.start];
+      --delta[buf.end + 1];
+    }
+    for (int i = 0, liveNow = 0; i < static_cast<int>(instrs.size()); ++i)
+      peakLive = std::max(peakLive, liveNow += delta[i]);
+
+    // Ops, with a free after each buffer's last use. A verified program
+    // creates each tag once per rank, so the tag names its buffer.
+    std::vector<std::vector<int>> freesAfter(instrs.size());
+    for (size_t b = 0; b < buffers.size(); ++b)
+      freesAfter[buffers[b].end].push_back(static_cast<int>(b));
+    std::map<uint64_t, int> current;
+    for (size_t b = 0; b < buffers.size(); ++b)
+      current[buffers[b].tag] = static_cast<int>(b);
+    auto use = [&](uint64_t tag) {
+      return SlotUse{buffers[current[tag]].slot, tag};
+    };
+    for (int i = 0, e = static_cast<int>(instrs.size()); i < e; ++i) {
+      const Instruction &instr = instrs[i];
+      auto commOp = [&](const CommOp &op) {
+        PlanOp o;
+        o.kind = op.isSend ? PlanOp::Kind::Send : PlanOp::Kind::Recv;
+        o.peer = op.peer;
+        o.buffer = use(messageTag(op.message));
+        return o;
+      };
+      if (instr.kind == Instruction::Kind::Compute) {
+        PlanOp o;
+        o.kind = PlanOp::Kind::Compute;
+        o.action = instr.action;
+        const Stage &stage = problem.stages[instr.action.stage];
+        switch (instr.action.kind) {
+        case ActionKind::Forward:
+          o.cost = stage.forward;
+          break;
+        case ActionKind::BackwardInput:
+          o.cost = stage.backwardInput;
+          break;
+        case ActionKind::BackwardWeight:
+          o.cost = stage.backwardWeight;
+          break;
+        case ActionKind::Backward:
+          o.cost = stage.backward();
+          break;
+        case ActionKind::ForwardBackward:
+          o.cost = overlappedCost(stage,
+                                  problem.stages[instr.action.backwardStage]);
+          break;
+        }
+        for (uint64_t tag : reads[i])
+          o.reads.push_back(use(tag));
+        for (uint64_t tag : writes[i])
+          o.writes.push_back(use(tag));
+        rank.ops.push_back(std::move(o));
+      } else if (instr.kind == Instruction::Kind::Comm) {
+        rank.ops.push_back(commOp(instr.ops.front()));
+      } else {
+        PlanOp g;
+        g.kind = PlanOp::Kind::Group;
+        for (const CommOp &op : instr.ops)
+          g.ops.push_back(commOp(op));
+        rank.ops.push_back(std::move(g));
+      }
+      for (int b : freesAfter[i]) {
+        PlanOp f;
+        f.kind = PlanOp::Kind::Free;
+        f.buffer = {buffers[b].slot, buffers[b].tag};
+        rank.ops.push_back(std::move(f));
+      }
+    }
+    if (stats) {
+      stats->slots.push_back(static_cast<int>(rank.slotBytes.size()));
+      int64_t total = 0;
+      for (int64_t bytes : rank.slotBytes)
+        total += bytes;
+      stats->slotBytes.push_back(total);
+      stats->naiveBytes.push_back(naive);
+      stats->peakLive.push_back(peakLive);
+    }
+  }
+  return plan;
+}

@@ -1,0 +1,110 @@
+//===- Plan.h - The runtime plan --------------------------------*- C++ -*-===//
+//
+// What `stagecraft-run` executes: per rank, an instruction stream (compute,
+// send, recv, group, free) over numbered buffer slots with sizes. Every
+// buffer a schedule needs (stashed activations, outgoing and incoming
+// activations and gradients) is assigned a slot by liveness; each use names
+// the slot and the tag of the buffer expected there, so a runtime that writes
+// tags on produce and checks them on consume detects wrong slot reuse.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_PLAN_H
+#define STAGECRAFT_SCHEDULER_PLAN_H
+
+#include "scheduler/Program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stagecraft::pipe::sched {
+
+/// What a buffer holds.
+enum class BufferKind : uint8_t {
+  /// Output of F(stage, mb), or the same received by the next stage.
+  Activation,
+  /// Output of I/B(stage, mb), or the same received by the previous stage.
+  Gradient,
+  /// The part of F(stage, mb)'s activation that I (or B) releases.
+  StashInput,
+  /// The part that W (or B) releases: weight_grad.
+  StashWeight,
+};
+
+/// Identity of one buffer: kind, stage, microbatch. Never 0.
+uint64_t bufferTag(BufferKind kind, int stage, int microbatch);
+/// "act(@s0, mb 3)", "stash-w(@s1, mb 0)"; \p stageNames may be empty.
+std::string describeTag(uint64_t tag, llvm::ArrayRef<std::string> stageNames);
+
+struct SlotUse {
+  int slot;
+  uint64_t tag;
+};
+
+struct PlanOp {
+  enum class Kind : uint8_t { Compute, Send, Recv, Group, Free };
+  Kind kind;
+  /// Compute: the action, its cost, the slots it reads and writes.
+  Action action{ActionKind::Forward, -1, -1};
+  double cost = 0.0;
+  std::vector<SlotUse> reads, writes;
+  /// Send/Recv: peer and buffer (slot + tag of its content).
+  int peer = -1;
+  SlotUse buffer{-1, 0};
+  /// Group: its sends and receives.
+  std::vector<PlanOp> ops;
+  /// Free: slot.
+};
+
+struct PlanRank {
+  std::vector<int64_t> slotBytes;
+  std::vector<PlanOp> ops;
+};
+
+struct Plan {
+  static constexpr int kVersion = 1;
+  std::string pipeline;
+  std::string schedule;
+  int microbatches = 0;
+  std::vector<std::string> stageNames;
+  std::vector<int> placement;
+  /// Simulated makespan in schedule time units, and per-rank busy time.
+  double simulatedMakespan = 0.0;
+  std::vector<double> simulatedBusy;
+  /// The simulated timeline, for side-by-side traces: per rank, per compute.
+  std::vector<std::vector<double>> simulatedStart;
+  std::vector<PlanRank> ranks;
+
+  int numRanks() const { return static_cast<int>(ranks.size()); }
+};
+
+struct BufferStats {
+  /// Per rank: slots used, bytes in slots, and bytes with one buffer each.
+  std::vector<int> slots;
+  std::vector<int64_t> slotBytes;
+  std::vector<int64_t> naiveBytes;
+  /// Per rank: the most buffers live at once (equals `slots`).
+  std::vector<int> peakLive;
+};
+
+/// Builds the plan of \p program (already verified): buffers for every
+/// stash and message, slots by liveness over each rank's instruction order
+/// (greedy interval colouring, which uses exactly the peak live count), and
+/// a `free` after each buffer's last use. Buffer sizes are the stage's
+/// activation (or weight_grad) times \p unitBytes, at least 64 bytes.
+Plan buildPlan(const Problem &problem, const Program &program,
+               llvm::StringRef scheduleName, int64_t unitBytes,
+               BufferStats *stats = nullptr);
+
+/// The plan as versioned JSON.
+std::string writePlan(const Plan &plan);
+
+/// Parses and validates a plan: format and version, then consistency (slot
+/// and peer indices in range, known kinds, non-negative costs and sizes,
+/// group contents). Fails with a message naming what is wrong and where.
+llvm::Expected<Plan> readPlan(llvm::StringRef text);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_PLAN_H

@@ -1,0 +1,344 @@
+//===- PlanFile.cpp - Versioned JSON form of the runtime plan -------------===//
+//
+// `{"format": "stagecraft-plan", "version": 1, ...}`: writer and a reader
+// that checks everything the executor relies on before anything runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Plan.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+using namespace stagecraft::pipe::sched;
+namespace json = llvm::json;
+
+static const char *opName(PlanOp::Kind kind) {
+  switch (kind) {
+  case PlanOp::Kind::Compute:
+    return "compute";
+  case PlanOp::Kind::Send:
+    return "send";
+  case PlanOp::Kind::Recv:
+    return "recv";
+  case PlanOp::Kind::Group:
+    return "group";
+  case PlanOp::Kind::Free:
+    return "free";
+  }
+  llvm_unreachable("unknown op");
+}
+
+static void writeOp(json::OStream &j, const PlanOp &op) {
+  j.object([&] {
+    j.attribute("op", opName(op.kind));
+    switch (op.kind) {
+    case PlanOp::Kind::Compute: {
+      const Action &a = op.action;
+      j.attribute("kind", std::string(1, actionLetter(a.kind)));
+      j.attribute("stage", a.stage);
+      j.attribute("mb", a.microbatch);
+      if (a.kind == ActionKind::ForwardBackward) {
+        j.attribute("bstage", a.backwardStage);
+        j.attribute("bmb", a.backwardMicrobatch);
+      }
+      j.attribute("cost", op.cost);
+      auto uses = [&](const char *key, const std::vector<SlotUse> &v) {
+        j.attributeArray(key, [&] {
+          for (const SlotUse &u : v)
+            j.array([&] {
+              j.value(u.slot);
+              j.value(static_cast<int64_t>(u.tag));
+            });
+        });
+      };
+      uses("reads", op.reads);
+      uses("writes", op.writes);
+      break;
+    }
+    case PlanOp::Kind::Send:
+    case PlanOp::Kind::Recv:
+      j.attribute("peer", op.peer);
+      [[fallthrough]];
+    case PlanOp::Kind::Free:
+      j.attribute("slot", op.buffer.slot);
+      j.attribute("tag", static_cast<int64_t>(op.buffer.tag));
+      break;
+    case PlanOp::Kind::Group:
+      j.attributeArray("ops", [&] {
+        for (const PlanOp &sub : op.ops)
+          writeOp(j, sub);
+      });
+      break;
+    }
+  });
+}
+
+std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  json::OStream j(os);
+  j.object([&] {
+    j.attribute("format", "stagecraft-plan");
+    j.attribute("version", Plan::kVersion);
+    j.attribute("pipeline", plan.pipeline);
+    j.attribute("schedule", plan.schedule);
+    j.attribute("microbatches", plan.microbatches);
+    j.attributeArray("stages", [&] {
+      for (const std::string &s : plan.stageNames)
+        j.value(s);
+    });
+    j.attributeArray("placement", [&] {
+      for (int r : plan.placement)
+        j.value(r);
+    });
+    j.attribute("simulated_makespan", plan.simulatedMakespan);
+    j.attributeArray("simulated_busy", [&] {
+      for (double b : plan.simulatedBusy)
+        j.value(b);
+    });
+    j.attributeArray("simulated_start", [&] {
+      for (const auto &rank : plan.simulatedStart)
+        j.array([&] {
+          for (double t : rank)
+            j.value(t);
+        });
+    });
+    j.attributeArray("ranks", [&] {
+      for (const PlanRank &rank : plan.ranks)
+        j.object([&] {
+          j.attributeArray("slots", [&] {
+            for (int64_t bytes : rank.slotBytes)
+              j.value(bytes);
+          });
+          j.attributeArray("ops", [&] {
+            for (const PlanOp &op : rank.ops)
+              writeOp(j, op);
+          });
+        });
+    });
+  });
+  os << "\n";
+  return out;
+}
+
+namespace {
+class Reader {
+public:
+  llvm::Error fail(const std::string &where, const std::string &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "invalid plan: " + where + ": " + what);
+  }
+
+  llvm::Expected<PlanOp> op(const json::Value &v, const std::string &where,
+                            int numRanks, int rank, int slots, bool inGroup) {
+    const json::Object *o = v.getAsObject();
+    if (!o)
+      return fail(where, "expected an object");
+    std::optional<llvm::StringRef> name = o->getString("op");
+    if (!name)
+      return fail(where, "missing \"op\"");
+    PlanOp result;
+    auto integer = [&](llvm::StringRef key, int64_t lo,
+                       int64_t hi) -> llvm::Expected<int64_t> {
+      std::optional<int64_t> x = o->getInteger(key);
+      if (!x)
+        return fail(where, fmt::format("missing integer \"{}\"", key.str()));
+      if (*x < lo || *x > hi)
+        return fail(where, fmt::format("\"{}\" = {} is out of range [{}, {}]",
+                                       key.str(), *x, lo, hi));
+      return *x;
+    };
+    auto slotUse = [&](const json::Value &u) -> llvm::Expected<SlotUse> {
+      const json::Array *pair = u.getAsArray();
+      if (!pair || pair->size() != 2 || !(*pair)[0].getAsInteger() ||
+          !(*pair)[1].getAsInteger())
+        return fail(where, "expected [slot, tag]");
+      int64_t slot = *(*pair)[0].getAsInteger();
+      if (slot < 0 || slot >= slots)
+        return fail(where, fmt::format("slot {} is out of range: rank {} has "
+                                       "{} slots",
+                                       slot, rank, slots));
+      return SlotUse{static_cast<int>(slot),
+                     static_cast<uint64_t>(*(*pair)[1].getAsInteger())};
+    };
+    if (*name == "compute") {
+      if (inGroup)
+        return fail(where, "a group holds only send and recv");
+      result.kind = PlanOp::Kind::Compute;
+      std::optional<llvm::StringRef> kind = o->getString("kind");
+      std::optional<ActionKind> k;
+      if (kind && kind->size() == 1)
+        k = kind->front() == 'X' ? std::optional(ActionKind::ForwardBackward)
+                                 : actionKindFromLetter(kind->front());
+      if (!k)
+        return fail(where, "\"kind\" must be one of F, I, W, B, X");
+      result.action.kind = *k;
+      auto stage = integer("stage", 0, stages - 1);
+      auto mb = integer("mb", 0, microbatches - 1);
+      if (!stage)
+        return stage.takeError();
+      if (!mb)
+        return mb.takeError();
+      result.action.stage = static_cast<int>(*stage);
+      result.action.microbatch = static_cast<int>(*mb);
+      if (*k == ActionKind::ForwardBackward) {
+        auto bs = integer("bstage", 0, stages - 1);
+        auto bm = integer("bmb", 0, microbatches - 1);
+        if (!bs)
+          return bs.takeError();
+        if (!bm)
+          return bm.takeError();
+        result.action.backwardStage = static_cast<int>(*bs);
+        result.action.backwardMicrobatch = static_cast<int>(*bm);
+      }
+      std::optional<double> cost = o->getNumber("cost");
+      if (!cost || !std::isfinite(*cost) || *cost < 0)
+        return fail(where, "\"cost\" must be a finite non-negative number");
+      result.cost = *cost;
+      for (const char *key : {"reads", "writes"}) {
+        const json::Array *uses = o->getArray(key);
+        if (!uses)
+          return fail(where, fmt::format("missing array \"{}\"", key));
+        for (const json::Value &u : *uses) {
+          llvm::Expected<SlotUse> use = slotUse(u);
+          if (!use)
+            return use.takeError();
+          (std::string(key) == "reads" ? result.reads : result.writes)
+              .push_back(*use);
+        }
+      }
+      return result;
+    }
+    if (*name == "send" || *name == "recv" || *name == "free") {
+      result.kind = *name == "send"   ? PlanOp::Kind::Send
+                    : *name == "recv" ? PlanOp::Kind::Recv
+                                      : PlanOp::Kind::Free;
+      if (result.kind != PlanOp::Kind::Free) {
+        auto peer = integer("peer", 0, numRanks - 1);
+        if (!peer)
+          return peer.takeError();
+        if (*peer == rank)
+          return fail(where, "a rank cannot send to or receive from itself");
+        result.peer = static_cast<int>(*peer);
+      } else if (inGroup) {
+        return fail(where, "a group holds only send and recv");
+      }
+      auto slot = integer("slot", 0, slots - 1);
+      if (!slot)
+        return slot.takeError();
+      std::optional<int64_t> tag = o->getInteger("tag");
+      if (!tag)
+        return fail(where, "missing integer \"tag\"");
+      result.buffer = {static_cast<int>(*slot), static_cast<uint64_t>(*tag)};
+      return result;
+    }
+    if (*name == "group") {
+      if (inGroup)
+        return fail(where, "groups do not nest");
+      result.kind = PlanOp::Kind::Group;
+      const json::Array *ops = o->getArray("ops");
+      if (!ops || ops->empty())
+        return fail(where, "a group needs a non-empty \"ops\" array");
+      for (size_t k = 0; k < ops->size(); ++k) {
+        llvm::Expected<PlanOp> sub =
+            op((*ops)[k], where + fmt::format(", group op {}", k), numRanks,
+               rank, slots, /*inGroup=*/true);
+        if (!sub)
+          return sub.takeError();
+        result.ops.push_back(std::move(*sub));
+      }
+      return result;
+    }
+    return fail(where, fmt::format("unknown op \"{}\"", name->str()));
+  }
+
+  int stages = 0;
+  int microbatches = 0;
+};
+} // namespace
+
+llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
+  Reader reader;
+  llvm::Expected<json::Value> doc = json::parse(text);
+  if (!doc)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "invalid plan: not JSON (truncated?): " + llvm::toString(doc.takeError()));
+  const json::Object *root = doc->getAsObject();
+  if (!root || root->getString("format") != "stagecraft-plan")
+    return reader.fail("top level", "not a stagecraft plan (\"format\" must be "
+                                    "\"stagecraft-plan\")");
+  std::optional<int64_t> version = root->getInteger("version");
+  if (!version || *version != Plan::kVersion)
+    return reader.fail("top level",
+                       fmt::format("unsupported version {}; this runtime reads "
+                                   "version {}",
+                                   version ? std::to_string(*version) : "none",
+                                   Plan::kVersion));
+  Plan plan;
+  plan.pipeline = root->getString("pipeline").value_or("").str();
+  plan.schedule = root->getString("schedule").value_or("").str();
+  std::optional<int64_t> mbs = root->getInteger("microbatches");
+  const json::Array *stages = root->getArray("stages");
+  const json::Array *placement = root->getArray("placement");
+  const json::Array *ranks = root->getArray("ranks");
+  if (!mbs || *mbs < 1 || !stages || stages->empty() || !placement ||
+      placement->size() != stages->size() || !ranks || ranks->empty())
+    return reader.fail("top level", "needs microbatches >= 1, non-empty "
+                                    "\"stages\", \"placement\" of the same "
+                                    "length and non-empty \"ranks\"");
+  plan.microbatches = static_cast<int>(*mbs);
+  reader.microbatches = plan.microbatches;
+  reader.stages = static_cast<int>(stages->size());
+  for (const json::Value &s : *stages)
+    plan.stageNames.push_back(s.getAsString().value_or("?").str());
+  const int numRanks = static_cast<int>(ranks->size());
+  for (const json::Value &r : *placement) {
+    std::optional<int64_t> x = r.getAsInteger();
+    if (!x || *x < 0 || *x >= numRanks)
+      return reader.fail("placement", "every entry must be a rank index");
+    plan.placement.push_back(static_cast<int>(*x));
+  }
+  plan.simulatedMakespan = root->getNumber("simulated_makespan").value_or(0.0);
+  if (const json::Array *busy = root->getArray("simulated_busy"))
+    for (const json::Value &b : *busy)
+      plan.simulatedBusy.push_back(b.getAsNumber().value_or(0.0));
+  if (const json::Array *starts = root->getArray("simulated_start"))
+    for (const json::Value &rank : *starts) {
+      plan.simulatedStart.emplace_back();
+      if (const json::Array *a = rank.getAsArray())
+        for (const json::Value &t : *a)
+          plan.simulatedStart.back().push_back(t.getAsNumber().value_or(0.0));
+    }
+  for (int r = 0; r < numRanks; ++r) {
+    const json::Object *rank = (*ranks)[r].getAsObject();
+    const json::Array *slots = rank ? rank->getArray("slots") : nullptr;
+    const json::Array *ops = rank ? rank->getArray("ops") : nullptr;
+    if (!slots || !ops)
+      return reader.fail(fmt::format("rank {}", r),
+                         "needs \"slots\" and \"ops\" arrays");
+    PlanRank pr;
+    for (const json::Value &b : *slots) {
+      std::optional<int64_t> bytes = b.getAsInteger();
+      if (!bytes || *bytes < 1)
+        return reader.fail(fmt::format("rank {} slots", r),
+                           "sizes must be positive integers");
+      pr.slotBytes.push_back(*bytes);
+    }
+    for (size_t i = 0; i < ops->size(); ++i) {
+      llvm::Expected<PlanOp> op =
+          reader.op((*ops)[i], fmt::format("rank {} op {}", r, i), numRanks, r,
+                    static_cast<int>(pr.slotBytes.size()), false);
+      if (!op)
+        return op.takeError();
+      pr.ops.push_back(std::move(*op));
+    }
+    plan.ranks.push_back(std::move(pr));
+  }
+  return plan;
+}

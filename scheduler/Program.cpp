@@ -1,0 +1,364 @@
+//===- Program.cpp - Schedules with explicit communication ----------------===//
+//
+// Communication lowering and the program verifier; see Program.h for the
+// semantics both rely on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Program.h"
+#include "scheduler/ScheduleError.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+using namespace stagecraft::pipe::sched;
+
+std::string stagecraft::pipe::sched::describeMessage(const Problem &problem,
+                                                     const Message &message) {
+  return fmt::format("{}(@{}, mb {})",
+                     message.kind == MessageKind::Activation ? "act" : "grad",
+                     problem.stages[message.stage].name, message.microbatch);
+}
+
+Schedule Program::computeSchedule() const {
+  Schedule schedule;
+  schedule.placement = placement;
+  schedule.ranks.resize(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (const Instruction &instr : ranks[r])
+      if (instr.kind == Instruction::Kind::Compute)
+        schedule.ranks[r].push_back(instr.action);
+  return schedule;
+}
+
+namespace {
+/// The (message, peer) pairs an action receives or sends across ranks.
+struct Edges {
+  llvm::SmallVector<std::pair<Message, int>, 2> inputs, outputs;
+};
+
+Edges crossRankEdges(const Problem &problem, llvm::ArrayRef<int> placement,
+                     const Action &a) {
+  const int n = problem.numStages();
+  Edges edges;
+  auto forwardHalf = [&](int s, int m) {
+    if (s > 0 && placement[s - 1] != placement[s])
+      edges.inputs.push_back(
+          {{MessageKind::Activation, s - 1, m}, placement[s - 1]});
+    if (s + 1 < n && placement[s + 1] != placement[s])
+      edges.outputs.push_back(
+          {{MessageKind::Activation, s, m}, placement[s + 1]});
+  };
+  auto backwardHalf = [&](int s, int m) {
+    if (s + 1 < n && placement[s + 1] != placement[s])
+      edges.inputs.push_back(
+          {{MessageKind::Gradient, s + 1, m}, placement[s + 1]});
+    if (s > 0 && placement[s - 1] != placement[s])
+      edges.outputs.push_back(
+          {{MessageKind::Gradient, s, m}, placement[s - 1]});
+  };
+  switch (a.kind) {
+  case ActionKind::Forward:
+    forwardHalf(a.stage, a.microbatch);
+    break;
+  case ActionKind::BackwardInput:
+  case ActionKind::Backward:
+    backwardHalf(a.stage, a.microbatch);
+    break;
+  case ActionKind::BackwardWeight:
+    break;
+  case ActionKind::ForwardBackward:
+    forwardHalf(a.stage, a.microbatch);
+    backwardHalf(a.backwardStage, a.backwardMicrobatch);
+    break;
+  }
+  return edges;
+}
+
+struct MessageLess {
+  bool operator()(const Message &a, const Message &b) const {
+    return std::tie(a.kind, a.stage, a.microbatch) <
+           std::tie(b.kind, b.stage, b.microbatch);
+  }
+};
+
+Program lower(const Problem &problem, const Schedule &schedule, bool group) {
+  const int p = schedule.numRanks();
+  // Per channel (from, to): messages in the order the receiver consumes them.
+  std::vector<std::vector<std::vector<Message>>> due(
+      p, std::vector<std::vector<Message>>(p));
+  for (int r = 0; r < p; ++r)
+    for (const Action &a : schedule.ranks[r])
+      for (auto &[msg, from] : crossRankEdges(problem, schedule.placement, a).inputs)
+        due[from][r].push_back(msg);
+
+  Program program;
+  program.placement = schedule.placement;
+  program.ranks.resize(p);
+  for (int r = 0; r < p; ++r) {
+    std::set<Message, MessageLess> produced;
+    std::vector<size_t> next(p, 0);
+    std::vector<CommOp> pending;
+    auto flush = [&] {
+      if (pending.empty())
+        return;
+      bool sends = false, recvs = false;
+      for (const CommOp &op : pending)
+        (op.isSend ? sends : recvs) = true;
+      if (group && sends && recvs) {
+        program.ranks[r].push_back(Instruction::group(std::move(pending)));
+      } else {
+        for (const CommOp &op : pending)
+          program.ranks[r].push_back(Instruction::comm(op));
+      }
+      pending.clear();
+    };
+    for (const Action &a : schedule.ranks[r]) {
+      Edges edges = crossRankEdges(problem, schedule.placement, a);
+      for (auto &[msg, from] : edges.inputs)
+        pending.push_back({false, from, msg});
+      flush();
+      program.ranks[r].push_back(Instruction::compute(a));
+      for (auto &[msg, to] : edges.outputs)
+        produced.insert(msg);
+      for (int to = 0; to < p; ++to)
+        while (next[to] < due[r][to].size() &&
+               produced.count(due[r][to][next[to]]))
+          pending.push_back({true, to, due[r][to][next[to]++]});
+    }
+    flush();
+  }
+  return program;
+}
+} // namespace
+
+Program stagecraft::pipe::sched::lowerCommunication(const Problem &problem,
+                                                    const Schedule &schedule) {
+  Program grouped = lower(problem, schedule, /*group=*/true);
+  if (llvm::Error err = verifyProgram(problem, grouped)) {
+    llvm::consumeError(std::move(err));
+    return lower(problem, schedule, /*group=*/false);
+  }
+  return grouped;
+}
+
+llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
+                                                   const Program &program) {
+  const int p = program.numRanks();
+  Schedule compute = program.computeSchedule();
+  // Compute-level sites index actions; map them to instruction indices.
+  std::vector<std::vector<int>> computeAt(p);
+  for (int r = 0; r < p && r < static_cast<int>(program.ranks.size()); ++r)
+    for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i)
+      if (program.ranks[r][i].kind == Instruction::Kind::Compute)
+        computeAt[r].push_back(i);
+  auto remap = [&](ScheduleSite site) {
+    if (site.rank >= 0 && site.index >= 0 &&
+        site.index < static_cast<int>(computeAt[site.rank].size()))
+      site.index = computeAt[site.rank][site.index];
+    return site;
+  };
+  if (llvm::Error err = verifySchedule(problem, compute))
+    return llvm::handleErrors(
+        std::move(err), [&](std::unique_ptr<ScheduleError> e) -> llvm::Error {
+          e->site = remap(e->site);
+          for (ScheduleNote &note : e->notes)
+            note.site = remap(note.site);
+          return llvm::Error(std::move(e));
+        });
+
+  // Structure: what each rank holds, sends and receives.
+  struct Posted {
+    int instr;
+    Message message;
+  };
+  std::vector<std::vector<std::vector<Posted>>> sends(
+      p, std::vector<std::vector<Posted>>(p)),
+      recvs(p, std::vector<std::vector<Posted>>(p));
+  std::map<std::tuple<int, int, int, int, int>, bool> seen;
+  for (int r = 0; r < p; ++r) {
+    std::set<Message, MessageLess> produced, received;
+    for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i) {
+      const Instruction &instr = program.ranks[r][i];
+      ScheduleSite site{r, i};
+      if (instr.kind == Instruction::Kind::Compute) {
+        Edges edges = crossRankEdges(problem, program.placement, instr.action);
+        for (auto &[msg, from] : edges.inputs)
+          if (!received.count(msg))
+            return scheduleError(
+                fmt::format("{} needs {} from rank {}, which rank {} has not "
+                            "received before it",
+                            describeAction(problem, instr.action),
+                            describeMessage(problem, msg), from, r),
+                site);
+        for (auto &[msg, to] : edges.outputs)
+          produced.insert(msg);
+        continue;
+      }
+      for (const CommOp &op : instr.ops) {
+        if (op.peer < 0 || op.peer >= p || op.peer == r)
+          return scheduleError(
+              fmt::format("{} names peer rank {}", op.isSend ? "send" : "recv",
+                          op.peer),
+              site);
+        const Message &msg = op.message;
+        int producerStage = msg.stage;
+        int consumerStage = msg.kind == MessageKind::Activation ? msg.stage + 1
+                                                                : msg.stage - 1;
+        if (consumerStage < 0 || consumerStage >= problem.numStages() ||
+            msg.microbatch < 0 || msg.microbatch >= problem.microbatches)
+          return scheduleError(fmt::format("{} is not a message of pipeline @{}",
+                                           describeMessage(problem, msg),
+                                           problem.name),
+                               site);
+        int from = op.isSend ? r : op.peer, to = op.isSend ? op.peer : r;
+        if (program.placement[producerStage] != from ||
+            program.placement[consumerStage] != to)
+          return scheduleError(
+              fmt::format("{} {} rank {}, but it goes from rank {} to rank {}",
+                          describeMessage(problem, msg),
+                          op.isSend ? "is sent to" : "is received from", op.peer,
+                          program.placement[producerStage],
+                          program.placement[consumerStage]),
+              site);
+        auto key = std::make_tuple(op.isSend, static_cast<int>(msg.kind),
+                                   msg.stage, msg.microbatch, 0);
+        if (seen[key])
+          return scheduleError(fmt::format("{} {} twice",
+                                           describeMessage(problem, msg),
+                                           op.isSend ? "is sent" : "is received"),
+                               site);
+        seen[key] = true;
+        if (op.isSend) {
+          if (!produced.count(msg))
+            return scheduleError(
+                fmt::format("rank {} sends {} before computing it", r,
+                            describeMessage(problem, msg)),
+                site);
+          sends[r][op.peer].push_back({i, msg});
+        } else {
+          received.insert(msg);
+          recvs[op.peer][r].push_back({i, msg});
+        }
+      }
+    }
+  }
+  // Every message a compute needs was received (checked above) and so must
+  // have been sent; channel order must pair each send with its receive.
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b) {
+      const auto &s = sends[a][b];
+      const auto &v = recvs[a][b];
+      for (size_t k = 0; k < std::max(s.size(), v.size()); ++k) {
+        if (k >= s.size())
+          return scheduleError(
+              fmt::format("rank {} receives {} from rank {}, which never sends "
+                          "it",
+                          b, describeMessage(problem, v[k].message), a),
+              {b, v[k].instr});
+        if (k >= v.size())
+          return scheduleError(
+              fmt::format("rank {} sends {} to rank {}, which never receives it",
+                          a, describeMessage(problem, s[k].message), b),
+              {a, s[k].instr});
+        if (!(s[k].message == v[k].message))
+          return scheduleError(
+              fmt::format("channel {} -> {}: send #{} carries {} but the "
+                          "receive it is matched with expects {}",
+                          a, b, k, describeMessage(problem, s[k].message),
+                          describeMessage(problem, v[k].message)),
+              {a, s[k].instr},
+              {{{b, v[k].instr}, "the matched receive"}});
+      }
+    }
+
+  // Execution. An op is posted once its rank reached its instruction.
+  // partner[r][i][j]: (rank, instruction) of the op matched with op j.
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> partner(p);
+  for (int r = 0; r < p; ++r) {
+    partner[r].resize(program.ranks[r].size());
+    std::vector<size_t> sendK(p, 0), recvK(p, 0);
+    for (size_t i = 0; i < program.ranks[r].size(); ++i)
+      for (const CommOp &op : program.ranks[r][i].ops)
+        partner[r][i].push_back(
+            op.isSend ? std::make_pair(op.peer,
+                                       recvs[r][op.peer][sendK[op.peer]++].instr)
+                      : std::make_pair(op.peer,
+                                       sends[op.peer][r][recvK[op.peer]++].instr));
+  }
+  std::vector<int> pc(p, 0);
+  auto blockedOn = [&](int r) -> int { // -1: can advance
+    const Instruction &instr = program.ranks[r][pc[r]];
+    if (instr.kind == Instruction::Kind::Compute)
+      return -1;
+    for (size_t j = 0; j < instr.ops.size(); ++j) {
+      const CommOp &op = instr.ops[j];
+      if (instr.kind == Instruction::Kind::Comm && op.isSend)
+        return -1; // asynchronous
+      auto [peer, at] = partner[r][pc[r]][j];
+      if (pc[peer] < at)
+        return static_cast<int>(j);
+    }
+    return -1;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < p; ++r)
+      while (pc[r] < static_cast<int>(program.ranks[r].size()) &&
+             blockedOn(r) < 0) {
+        ++pc[r];
+        progress = true;
+      }
+  }
+  std::vector<int> stuck;
+  for (int r = 0; r < p; ++r)
+    if (pc[r] < static_cast<int>(program.ranks[r].size()))
+      stuck.push_back(r);
+  if (stuck.empty())
+    return llvm::Error::success();
+
+  // Follow the waits from the first stuck rank to a cycle.
+  auto waitsFor = [&](int r) {
+    return partner[r][pc[r]][blockedOn(r)].first;
+  };
+  std::vector<int> path, index(p, -1);
+  int r = stuck.front();
+  while (index[r] < 0 && pc[r] < static_cast<int>(program.ranks[r].size())) {
+    index[r] = static_cast<int>(path.size());
+    path.push_back(r);
+    r = waitsFor(r);
+  }
+  std::string cycle;
+  if (index[r] >= 0) {
+    for (size_t k = index[r]; k < path.size(); ++k)
+      cycle += std::to_string(path[k]) + " -> ";
+    cycle += std::to_string(r);
+  }
+  std::vector<ScheduleNote> notes;
+  for (int s : stuck) {
+    const Instruction &instr = program.ranks[s][pc[s]];
+    const CommOp &op = instr.ops[blockedOn(s)];
+    auto [peer, at] = partner[s][pc[s]][blockedOn(s)];
+    notes.push_back(
+        {{s, pc[s]},
+         fmt::format("rank {} waits at {} {} {} rank {} (instruction {}{}), "
+                     "matched by instruction {} of rank {}, which is at "
+                     "instruction {}",
+                     s, op.isSend ? "send" : "recv",
+                     describeMessage(problem, op.message),
+                     op.isSend ? "to" : "from", op.peer, pc[s],
+                     instr.kind == Instruction::Kind::Group ? ", in a group"
+                                                            : "",
+                     at, peer, pc[peer])});
+  }
+  std::string ranks;
+  for (int s : stuck)
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(s);
+  return scheduleError(
+      fmt::format("communication deadlocks: ranks {} wait forever{}", ranks,
+                  cycle.empty() ? "" : "; cycle " + cycle),
+      {}, std::move(notes));
+}

@@ -1,0 +1,165 @@
+//===- ProgramTest.cpp - Communication lowering, buffers and plans --------===//
+//
+// Lowering every kind over a grid gives programs the verifier accepts, with
+// exactly the cross-rank transfers the dependencies need; buffer planning uses
+// the peak live count of slots; plans round-trip through their file format;
+// and the verifier rejects hangs, mismatched channels and bad plans.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "scheduler/Generators.h"
+#include "scheduler/Plan.h"
+#include "scheduler/Program.h"
+#include "scheduler/ScheduleError.h"
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+constexpr ActionKind F = ActionKind::Forward;
+constexpr ActionKind B = ActionKind::Backward;
+
+CommOp send(int peer, MessageKind kind, int stage, int mb) {
+  return {true, peer, {kind, stage, mb}};
+}
+CommOp recv(int peer, MessageKind kind, int stage, int mb) {
+  return {false, peer, {kind, stage, mb}};
+}
+constexpr MessageKind Act = MessageKind::Activation;
+constexpr MessageKind Grad = MessageKind::Gradient;
+
+TEST(Lowering, EveryKindLowersToAVerifiedProgramAndPlan) {
+  for (int p : {1, 2, 3, 4})
+    for (int m : {1, 2, p + 1, 2 * p})
+      for (ScheduleKind kind :
+           {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+            ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
+            ScheduleKind::ZBH2, ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
+        Problem problem = uniformProblem(p, m, 2 * p, {1.0, 1.0, 1.0}, 0.1);
+        llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+        ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+        Program program = lowerCommunication(problem, *s);
+        ASSERT_FALSE(verifyProgram(problem, program))
+            << scheduleKindName(kind).str() << " p=" << p << " m=" << m;
+        // One transfer each way per microbatch and cross-rank stage boundary.
+        int crossings = 0;
+        for (int st = 0; st + 1 < 2 * p; ++st)
+          crossings += s->placement[st] != s->placement[st + 1];
+        size_t sends = 0;
+        for (const auto &rank : program.ranks)
+          for (const Instruction &instr : rank)
+            for (const CommOp &op : instr.ops)
+              sends += op.isSend;
+        EXPECT_EQ(sends, static_cast<size_t>(2 * crossings * m));
+        BufferStats stats;
+        Plan plan = buildPlan(problem, program, "s", 1024, &stats);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(stats.slots[r], stats.peakLive[r]);
+          EXPECT_LE(stats.slotBytes[r], stats.naiveBytes[r]);
+        }
+        llvm::Expected<Plan> back = readPlan(writePlan(plan));
+        ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+        ASSERT_EQ(back->numRanks(), p);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(back->ranks[r].ops.size(), plan.ranks[r].ops.size());
+          EXPECT_EQ(back->ranks[r].slotBytes, plan.ranks[r].slotBytes);
+        }
+      }
+}
+
+TEST(Lowering, OneFOneBPairsSendAndReceiveInGroups) {
+  Problem problem = uniformProblem(2, 2, 2);
+  Program program =
+      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  // Rank 0: F0 send, F1 {send act1, recv grad0}, B0, recv grad1, B1.
+  const auto &r0 = program.ranks[0];
+  ASSERT_EQ(r0.size(), 7u);
+  EXPECT_EQ(r0[3].kind, Instruction::Kind::Group);
+  EXPECT_EQ(r0[3].ops.size(), 2u);
+}
+
+TEST(ProgramVerifier, NamesTheCycleOfAHang) {
+  Problem problem = uniformProblem(2, 1, 2);
+  Program program;
+  program.placement = {0, 1};
+  // Rank 0 waits for the gradient before it sends the activation that the
+  // gradient needs. (In one group the two would be posted together and run.)
+  program.ranks = {
+      {Instruction::compute({F, 0, 0}), Instruction::comm(recv(1, Grad, 1, 0)),
+       Instruction::comm(send(1, Act, 0, 0)), Instruction::compute({B, 0, 0})},
+      {Instruction::comm(recv(0, Act, 0, 0)), Instruction::compute({F, 1, 0}),
+       Instruction::compute({B, 1, 0}), Instruction::comm(send(0, Grad, 1, 0))}};
+  llvm::Error err = verifyProgram(problem, program);
+  ASSERT_TRUE(!!err);
+  llvm::handleAllErrors(std::move(err), [](const ScheduleError &e) {
+    EXPECT_EQ(e.message, "communication deadlocks: ranks 0, 1 wait forever; "
+                         "cycle 0 -> 1 -> 0");
+    ASSERT_EQ(e.notes.size(), 2u);
+    EXPECT_EQ(e.notes[0].message,
+              "rank 0 waits at recv grad(@s1, mb 0) from rank 1 (instruction "
+              "1), matched by instruction 3 of rank 1, which is at instruction "
+              "0");
+  });
+  // The same exchange as one group is posted at once and completes.
+  program.ranks[0] = {Instruction::compute({F, 0, 0}),
+                      Instruction::group({recv(1, Grad, 1, 0), send(1, Act, 0, 0)}),
+                      Instruction::compute({B, 0, 0})};
+  EXPECT_FALSE(verifyProgram(problem, program));
+}
+
+TEST(ProgramVerifier, RejectsMismatchedChannelOrder) {
+  Problem problem = uniformProblem(2, 2, 2);
+  Program program;
+  program.placement = {0, 1};
+  program.ranks = {
+      {Instruction::compute({F, 0, 0}), Instruction::compute({F, 0, 1}),
+       Instruction::comm(send(1, Act, 0, 1)), Instruction::comm(send(1, Act, 0, 0)),
+       Instruction::comm(recv(1, Grad, 1, 0)), Instruction::compute({B, 0, 0}),
+       Instruction::comm(recv(1, Grad, 1, 1)), Instruction::compute({B, 0, 1})},
+      {Instruction::comm(recv(0, Act, 0, 0)), Instruction::compute({F, 1, 0}),
+       Instruction::compute({B, 1, 0}), Instruction::comm(send(0, Grad, 1, 0)),
+       Instruction::comm(recv(0, Act, 0, 1)), Instruction::compute({F, 1, 1}),
+       Instruction::compute({B, 1, 1}), Instruction::comm(send(0, Grad, 1, 1))}};
+  EXPECT_EQ(errorMessage(verifyProgram(problem, program)),
+            "channel 0 -> 1: send #0 carries act(@s0, mb 1) but the receive it "
+            "is matched with expects act(@s0, mb 0)\n  the matched receive");
+}
+
+TEST(ProgramVerifier, RejectsAComputeWithoutItsInput) {
+  Problem problem = uniformProblem(2, 1, 2);
+  Program program =
+      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::GPipe}));
+  program.ranks[1].erase(program.ranks[1].begin()); // the first receive
+  EXPECT_EQ(errorMessage(verifyProgram(problem, program)),
+            "forward @s1 mb 0 needs act(@s0, mb 0) from rank 0, which rank 1 "
+            "has not received before it");
+}
+
+TEST(PlanFile, RejectsBadVersionsTruncationAndBadIndices) {
+  Problem problem = uniformProblem(2, 2, 2);
+  Program program =
+      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  std::string text = writePlan(buildPlan(problem, program, "s", 64));
+  auto message = [](llvm::StringRef t) {
+    return errorMessage(readPlan(t).takeError());
+  };
+  std::string bumped = text;
+  bumped.replace(bumped.find("\"version\":1"), 11, "\"version\":7");
+  EXPECT_EQ(message(bumped), "invalid plan: top level: unsupported version 7; "
+                             "this runtime reads version 1");
+  EXPECT_NE(message(text.substr(0, text.size() / 2))
+                .find("invalid plan: not JSON (truncated?)"),
+            std::string::npos);
+  std::string badSlot = text;
+  size_t at = badSlot.find("\"slot\":");
+  badSlot.replace(at, 8, "\"slot\":9");
+  EXPECT_NE(message(badSlot).find("is out of range"), std::string::npos);
+  EXPECT_EQ(message("{\"format\":\"other\"}"),
+            "invalid plan: top level: not a stagecraft plan (\"format\" must be "
+            "\"stagecraft-plan\")");
+}
+
+} // namespace
