@@ -67,6 +67,9 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
   model.schedule.placement.assign(numStages, -1);
   model.actionOps.resize(numRanks);
   model.rankOps.resize(numRanks);
+  model.instructionOps.resize(numRanks);
+  std::vector<std::vector<sched::Instruction>> instructions(numRanks);
+  bool hasComm = false;
   for (Operation &child : op.getBody().front()) {
     auto rankOp = dyn_cast<RankOp>(child);
     if (!rankOp)
@@ -103,39 +106,82 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
                << ", which the pipeline pins to rank " << *pin;
       model.schedule.placement[s] = static_cast<int>(id);
     }
+    auto stageOf = [&](Operation &action, StringRef attr) -> FailureOr<int> {
+      auto stage = action.getAttrOfType<FlatSymbolRefAttr>(attr);
+      auto it = stageIndex.find(stage.getAttr());
+      if (it == stageIndex.end())
+        return action.emitOpError()
+               << "refers to unknown stage " << stage << " of pipeline @"
+               << model.problem.name;
+      return it->second;
+    };
+    auto mbOf = [&](Operation &action, StringRef attr) {
+      return static_cast<int>(action.getAttrOfType<IntegerAttr>(attr).getInt());
+    };
+    auto commOf = [&](Operation &c) -> FailureOr<sched::CommOp> {
+      bool send = isa<SendActivationOp, SendGradientOp>(c);
+      bool activation = isa<SendActivationOp, RecvActivationOp>(c);
+      if (!send && !isa<RecvActivationOp, RecvGradientOp>(c))
+        return c.emitOpError() << "is not allowed in a pipe.group; only "
+                                  "sends and receives are";
+      FailureOr<int> stage = stageOf(c, "stage");
+      if (failed(stage))
+        return failure();
+      int64_t peer = c.getAttrOfType<IntegerAttr>("peer").getInt();
+      if (peer >= numRanks)
+        return c.emitOpError() << "names rank " << peer << ", but pipeline @"
+                               << model.problem.name << " has " << numRanks
+                               << " ranks";
+      return sched::CommOp{send, static_cast<int>(peer),
+                           {activation ? sched::MessageKind::Activation
+                                       : sched::MessageKind::Gradient,
+                            *stage, mbOf(c, "microbatch")}};
+    };
+    std::vector<sched::Instruction> &instrs = instructions[id];
     for (Operation &action : rankOp.getBody().front()) {
+      if (auto group = dyn_cast<GroupOp>(action)) {
+        std::vector<sched::CommOp> ops;
+        for (Operation &c : group.getBody().front()) {
+          FailureOr<sched::CommOp> comm = commOf(c);
+          if (failed(comm))
+            return failure();
+          ops.push_back(*comm);
+        }
+        if (ops.empty())
+          return group.emitOpError() << "is empty";
+        instrs.push_back(sched::Instruction::group(std::move(ops)));
+        model.instructionOps[id].push_back(&action);
+        hasComm = true;
+        continue;
+      }
       std::optional<sched::ActionKind> kind = getActionKind(&action);
-      if (!kind)
-        return action.emitOpError() << "is not allowed in a pipe.rank; only "
-                                       "action ops are";
+      if (!kind) {
+        FailureOr<sched::CommOp> comm = commOf(action);
+        if (failed(comm))
+          return failure();
+        instrs.push_back(sched::Instruction::comm(*comm));
+        model.instructionOps[id].push_back(&action);
+        hasComm = true;
+        continue;
+      }
       bool overlapped = *kind == sched::ActionKind::ForwardBackward;
-      auto stageOf = [&](StringRef attr) -> FailureOr<int> {
-        auto stage = action.getAttrOfType<FlatSymbolRefAttr>(attr);
-        auto it = stageIndex.find(stage.getAttr());
-        if (it == stageIndex.end())
-          return action.emitOpError()
-                 << "refers to unknown stage " << stage << " of pipeline @"
-                 << model.problem.name;
-        return it->second;
-      };
-      auto mbOf = [&](StringRef attr) {
-        return static_cast<int>(action.getAttrOfType<IntegerAttr>(attr).getInt());
-      };
       FailureOr<int> stage =
-          stageOf(overlapped ? "forward_stage" : "stage");
+          stageOf(action, overlapped ? "forward_stage" : "stage");
       if (failed(stage))
         return failure();
       sched::Action a{*kind, *stage,
-                      mbOf(overlapped ? "forward_microbatch" : "microbatch")};
+                      mbOf(action, overlapped ? "forward_microbatch" : "microbatch")};
       if (overlapped) {
-        FailureOr<int> back = stageOf("backward_stage");
+        FailureOr<int> back = stageOf(action, "backward_stage");
         if (failed(back))
           return failure();
         a.backwardStage = *back;
-        a.backwardMicrobatch = mbOf("backward_microbatch");
+        a.backwardMicrobatch = mbOf(action, "backward_microbatch");
       }
       model.schedule.ranks[id].push_back(a);
       model.actionOps[id].push_back(&action);
+      instrs.push_back(sched::Instruction::compute(a));
+      model.instructionOps[id].push_back(&action);
     }
   }
   for (int r = 0; r < numRanks; ++r)
@@ -147,31 +193,36 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
     if (model.schedule.placement[s] < 0)
       return op.emitOpError() << "hosts stage @" << model.problem.stages[s].name
                               << " on no rank";
+  if (hasComm)
+    model.program = sched::Program{model.schedule.placement,
+                                   std::move(instructions)};
   return model;
 }
 
 /// The op of \p site, or the schedule itself.
 static Location siteLoc(ScheduleOp op, const ScheduleModel &model,
-                        sched::ScheduleSite site) {
+                        sched::ScheduleSite site, SiteSpace space) {
   if (site.rank < 0 || site.rank >= static_cast<int>(model.rankOps.size()))
     return op.getLoc();
-  if (site.index < 0 ||
-      site.index >= static_cast<int>(model.actionOps[site.rank].size()))
+  const auto &ops = space == SiteSpace::Actions ? model.actionOps[site.rank]
+                                                : model.instructionOps[site.rank];
+  if (site.index < 0 || site.index >= static_cast<int>(ops.size()))
     return model.rankOps[site.rank]->getLoc();
-  return model.actionOps[site.rank][site.index]->getLoc();
+  return ops[site.index]->getLoc();
 }
 
 LogicalResult stagecraft::pipe::emitScheduleError(ScheduleOp op,
                                                   const ScheduleModel &model,
-                                                  llvm::Error error) {
+                                                  llvm::Error error,
+                                                  SiteSpace space) {
   LogicalResult result = success();
   llvm::handleAllErrors(
       std::move(error),
       [&](const sched::ScheduleError &e) {
-        InFlightDiagnostic diag = emitError(siteLoc(op, model, e.site))
+        InFlightDiagnostic diag = emitError(siteLoc(op, model, e.site, space))
                                   << "'pipe.schedule' op " << e.message;
         for (const sched::ScheduleNote &note : e.notes)
-          diag.attachNote(siteLoc(op, model, note.site)) << note.message;
+          diag.attachNote(siteLoc(op, model, note.site, space)) << note.message;
         result = failure();
       },
       [&](const llvm::ErrorInfoBase &e) {
@@ -184,7 +235,20 @@ ScheduleOp stagecraft::pipe::buildSchedule(
     OpBuilder &builder, Location loc, PipelineOp pipeline, StringRef name,
     StringRef kind, const sched::Schedule &schedule,
     llvm::function_ref<Location(int, int)> actionLoc) {
-  MLIRContext *ctx = builder.getContext();
+  sched::Program program;
+  program.placement = schedule.placement;
+  for (const std::vector<sched::Action> &rank : schedule.ranks) {
+    program.ranks.emplace_back();
+    for (const sched::Action &a : rank)
+      program.ranks.back().push_back(sched::Instruction::compute(a));
+  }
+  return buildProgram(builder, loc, pipeline, name, kind, program, actionLoc);
+}
+
+ScheduleOp stagecraft::pipe::buildProgram(
+    OpBuilder &builder, Location loc, PipelineOp pipeline, StringRef name,
+    StringRef kind, const sched::Program &program,
+    llvm::function_ref<Location(int, int)> instrLoc) {
   std::vector<FlatSymbolRefAttr> stageRefs;
   for (StageOp stage : pipeline.getStages())
     stageRefs.push_back(FlatSymbolRefAttr::get(stage.getSymNameAttr()));
@@ -196,18 +260,46 @@ ScheduleOp stagecraft::pipe::buildSchedule(
       FloatAttr(), DenseF64ArrayAttr());
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&op.getBody().emplaceBlock());
-  for (int r = 0; r < schedule.numRanks(); ++r) {
+  auto comm = [&](Location at, const sched::CommOp &c) {
+    FlatSymbolRefAttr stage = stageRefs[c.message.stage];
+    IntegerAttr mb = builder.getI64IntegerAttr(c.message.microbatch);
+    IntegerAttr peer = builder.getI64IntegerAttr(c.peer);
+    bool act = c.message.kind == sched::MessageKind::Activation;
+    if (c.isSend && act)
+      builder.create<SendActivationOp>(at, stage, mb, peer);
+    else if (c.isSend)
+      builder.create<SendGradientOp>(at, stage, mb, peer);
+    else if (act)
+      builder.create<RecvActivationOp>(at, stage, mb, peer);
+    else
+      builder.create<RecvGradientOp>(at, stage, mb, peer);
+  };
+  for (int r = 0; r < program.numRanks(); ++r) {
     SmallVector<Attribute> hosted;
-    for (int s : schedule.stagesOf(r))
-      hosted.push_back(stageRefs[s]);
+    for (int s = 0, e = static_cast<int>(program.placement.size()); s < e; ++s)
+      if (program.placement[s] == r)
+        hosted.push_back(stageRefs[s]);
     auto rankOp = builder.create<RankOp>(loc, builder.getI64IntegerAttr(r),
                                          builder.getArrayAttr(hosted));
     OpBuilder::InsertionGuard rankGuard(builder);
     builder.setInsertionPointToStart(&rankOp.getBody().emplaceBlock());
-    const std::vector<sched::Action> &actions = schedule.ranks[r];
-    for (int i = 0, e = static_cast<int>(actions.size()); i < e; ++i) {
-      const sched::Action &a = actions[i];
-      Location at = actionLoc ? actionLoc(r, i) : loc;
+    const std::vector<sched::Instruction> &instrs = program.ranks[r];
+    for (int i = 0, e = static_cast<int>(instrs.size()); i < e; ++i) {
+      const sched::Instruction &instr = instrs[i];
+      Location at = instrLoc ? instrLoc(r, i) : loc;
+      if (instr.kind == sched::Instruction::Kind::Comm) {
+        comm(at, instr.ops.front());
+        continue;
+      }
+      if (instr.kind == sched::Instruction::Kind::Group) {
+        auto group = builder.create<GroupOp>(at);
+        OpBuilder::InsertionGuard groupGuard(builder);
+        builder.setInsertionPointToStart(&group.getBody().emplaceBlock());
+        for (const sched::CommOp &c : instr.ops)
+          comm(at, c);
+        continue;
+      }
+      const sched::Action &a = instr.action;
       FlatSymbolRefAttr stage = stageRefs[a.stage];
       IntegerAttr mb = builder.getI64IntegerAttr(a.microbatch);
       switch (a.kind) {
@@ -231,6 +323,5 @@ ScheduleOp stagecraft::pipe::buildSchedule(
       }
     }
   }
-  (void)ctx;
   return op;
 }

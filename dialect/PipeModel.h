@@ -14,6 +14,7 @@
 
 #include "dialect/PipeOps.h"
 
+#include "scheduler/Program.h"
 #include "scheduler/Schedule.h"
 
 #include "mlir/IR/Builders.h"
@@ -37,18 +38,28 @@ struct ScheduleModel {
   std::vector<std::vector<mlir::Operation *>> actionOps;
   /// rankOps[r] is the `pipe.rank` op of rank r.
   std::vector<RankOp> rankOps;
+  /// Set when the schedule spells out its communication: the program, and
+  /// the op of each of its instructions.
+  std::optional<sched::Program> program;
+  std::vector<std::vector<mlir::Operation *>> instructionOps;
 };
 
-/// Reads \p op against \p pipeline. Fails, with a diagnostic at the op at
-/// fault, on a rank out of range, listed twice or missing, an unknown or
-/// doubly hosted stage, a stage listed on a rank other than its pin, an op
-/// that is not an action, or an action naming an unknown stage.
+/// What the sites of a scheduler error index: a rank's actions (schedules)
+/// or its instructions (programs).
+enum class SiteSpace { Actions, Instructions };
+
+/// Reads \p op against \p pipeline, with its communication ops if any. Fails,
+/// with a diagnostic at the op at fault, on a rank out of range, listed twice
+/// or missing, an unknown or doubly hosted stage, a stage listed on a rank
+/// other than its pin, an action or transfer naming an unknown stage, an
+/// empty group, or a peer out of range.
 mlir::FailureOr<ScheduleModel> readSchedule(ScheduleOp op, PipelineOp pipeline);
 
 /// Emits \p error (a sched::ScheduleError, or any other error as plain text)
 /// at the op of its site, with its notes attached, and returns failure.
 mlir::LogicalResult emitScheduleError(ScheduleOp op, const ScheduleModel &model,
-                                      llvm::Error error);
+                                      llvm::Error error,
+                                      SiteSpace space = SiteSpace::Actions);
 
 /// Creates `pipe.schedule @name for @pipeline` with \p schedule's ranks and
 /// actions at the builder's insertion point. Action i of rank r gets location
@@ -57,6 +68,13 @@ ScheduleOp buildSchedule(
     mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
     llvm::StringRef name, llvm::StringRef kind, const sched::Schedule &schedule,
     llvm::function_ref<mlir::Location(int, int)> actionLoc = nullptr);
+
+/// As `buildSchedule`, with \p program's transfers and groups between the
+/// actions; instruction i of rank r gets location \p instrLoc(r, i).
+ScheduleOp buildProgram(
+    mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
+    llvm::StringRef name, llvm::StringRef kind, const sched::Program &program,
+    llvm::function_ref<mlir::Location(int, int)> instrLoc = nullptr);
 
 } // namespace stagecraft::pipe
 

@@ -186,4 +186,60 @@ def Pipe_ForwardBackwardOp : Pipe_Op<"forward_backward", [HasParent<"RankOp">]> 
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Communication
+//===----------------------------------------------------------------------===//
+
+class Pipe_CommOp<string mnemonic, string summaryText, string direction>
+    : Pipe_Op<mnemonic, [ParentOneOf<["RankOp", "GroupOp"]>]> {
+  let summary = summaryText;
+  let description = [{
+    A point-to-point transfer with rank `$peer` of the message produced by
+    `$stage` for `$microbatch`: an activation (the output of its forward,
+    for the next stage) or a gradient (the output of its input backward, for
+    the previous stage). Transfers between two ranks match in issue order. A
+    lone send is asynchronous; a lone receive blocks until matched.
+
+    ```mlir
+    pipe.send_activation @s0 mb 3 to 1
+    pipe.recv_gradient @s1 mb 2 from 1
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$microbatch,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$peer
+  );
+  let assemblyFormat =
+      "$stage `mb` $microbatch `" # direction # "` $peer attr-dict";
+}
+
+def Pipe_SendActivationOp
+    : Pipe_CommOp<"send_activation", "Send a forward output", "to">;
+def Pipe_RecvActivationOp
+    : Pipe_CommOp<"recv_activation", "Receive a forward output", "from">;
+def Pipe_SendGradientOp
+    : Pipe_CommOp<"send_gradient", "Send an input gradient", "to">;
+def Pipe_RecvGradientOp
+    : Pipe_CommOp<"recv_gradient", "Receive an input gradient", "from">;
+
+def Pipe_GroupOp : Pipe_Op<"group", [
+    HasParent<"RankOp">, NoTerminator, SingleBlock]> {
+  let summary = "Grouped point-to-point transfers (NCCL group semantics)";
+  let description = [{
+    Posts all its sends and receives at once and completes when every one of
+    them has been matched, like transfers between `ncclGroupStart` and
+    `ncclGroupEnd` (or Megatron's batched `send_forward_recv_backward`).
+
+    ```mlir
+    pipe.group {
+      pipe.send_activation @s0 mb 1 to 1
+      pipe.recv_gradient @s1 mb 0 from 1
+    }
+    ```
+  }];
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+}
+
 #endif // STAGECRAFT_DIALECT_PIPEOPS_TD

@@ -85,7 +85,67 @@ def PipeVerifySchedulePass
     the next stage's I/B, W after I). When none exists it reports, for each
     stuck rank, the action it is stuck on and the action, rank and position
     it waits for, as notes at the stuck actions. The IR is not changed.
+
+    A schedule that spells out its communication (`--pipe-insert-comm`, or
+    by hand) is also checked as a program: each input received before its
+    compute and each output sent after it, exactly once; transfers between
+    two ranks matched in issue order (as NCCL and MPI without tags) carrying
+    the same message; and no hang, where a lone send is asynchronous, a lone
+    receive blocks until matched and a `pipe.group` blocks until all its
+    transfers are matched. A hang is reported with the ranks, the transfers
+    they wait at, and the cycle of waits.
   }];
+}
+
+def PipeInsertCommPass : Pass<"pipe-insert-comm", "mlir::ModuleOp"> {
+  let summary = "Make every cross-rank transfer of a schedule explicit";
+  let description = [{
+    For each `pipe.schedule` without transfers, inserts a send where each
+    cross-rank activation or gradient is produced and a receive where it is
+    first needed: `pipe.send_activation`/`pipe.recv_activation` forward,
+    `pipe.send_gradient`/`pipe.recv_gradient` backward. Stages on the same
+    rank exchange nothing. Sends on a channel follow the order the receiver
+    consumes (a send waits until the messages due before it are out), so
+    in-order matching pairs them. The transfers between two actions go in one
+    `pipe.group` when they include both a send and a receive; if that could
+    hang, they stay separate. The result is verified.
+
+    Before:
+    ```mlir
+    pipe.rank 0 stages [@s0] {
+      pipe.forward @s0 mb 0
+      pipe.forward @s0 mb 1
+      pipe.backward @s0 mb 0
+    ```
+    After:
+    ```mlir
+    pipe.rank 0 stages [@s0] {
+      pipe.forward @s0 mb 0
+      pipe.send_activation @s0 mb 0 to 1
+      pipe.forward @s0 mb 1
+      pipe.group {
+        pipe.send_activation @s0 mb 1 to 1
+        pipe.recv_gradient @s1 mb 0 from 1
+      }
+      pipe.backward @s0 mb 0
+    ```
+  }];
+}
+
+def PipePlanBuffersPass : Pass<"pipe-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "Assign every buffer of a schedule to a slot by liveness";
+  let description = [{
+    Builds each schedule's buffers (stashed activations, split by what I and
+    W release; outgoing and incoming activations and gradients), assigns them
+    to slots per rank by liveness (the slot count equals the most buffers
+    live at once) and records per rank `buffer_slots`, `buffer_bytes` and
+    `naive_buffer_bytes` (one buffer per microbatch and kind) as attributes.
+    Sizes are the stage's memory figures times `unit-bytes`.
+  }];
+  let options = [
+    Option<"unitBytes", "unit-bytes", "int64_t", /*default=*/"4096",
+           "Bytes per memory unit of the spec">,
+  ];
 }
 
 def PipeSimulatePass : Pass<"pipe-simulate", "mlir::ModuleOp"> {

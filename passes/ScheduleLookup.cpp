@@ -38,3 +38,29 @@ stagecraft::pipe::simulateSchedule(ScheduleOp op, const ScheduleModel &model) {
   }
   return std::move(*timeline);
 }
+
+FailureOr<sched::Program>
+stagecraft::pipe::programOf(ScheduleOp op, const ScheduleModel &model) {
+  if (failed(simulateSchedule(op, model)))
+    return failure();
+  sched::Program program =
+      model.program ? *model.program
+                    : sched::lowerCommunication(model.problem, model.schedule);
+  if (llvm::Error err = sched::verifyProgram(model.problem, program)) {
+    (void)emitScheduleError(op, model, std::move(err),
+                            model.program ? SiteSpace::Instructions
+                                          : SiteSpace::Actions);
+    return failure();
+  }
+  return program;
+}
+
+FailureOr<sched::Plan> stagecraft::pipe::planFromSchedule(
+    ScheduleOp op, const ScheduleModel &model, int64_t unitBytes,
+    sched::BufferStats *stats) {
+  FailureOr<sched::Program> program = programOf(op, model);
+  if (failed(program))
+    return failure();
+  return sched::buildPlan(model.problem, *program, op.getSymName(), unitBytes,
+                          stats);
+}

@@ -11,6 +11,7 @@
 
 #include "dialect/PipeModel.h"
 
+#include "scheduler/Plan.h"
 #include "scheduler/Simulator.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -27,6 +28,18 @@ mlir::LogicalResult forEachSchedule(
 /// Simulates \p model; emits the scheduler's error at \p op on failure.
 mlir::FailureOr<sched::Timeline> simulateSchedule(ScheduleOp op,
                                                   const ScheduleModel &model);
+
+/// The communication program of \p model: the one written in the IR, or
+/// else the lowering of its actions. Verified (channels, deadlock freedom);
+/// errors are emitted at \p op's ops.
+mlir::FailureOr<sched::Program> programOf(ScheduleOp op,
+                                          const ScheduleModel &model);
+
+/// The runtime plan of \p op (see `sched::buildPlan`).
+mlir::FailureOr<sched::Plan> planFromSchedule(ScheduleOp op,
+                                              const ScheduleModel &model,
+                                              int64_t unitBytes,
+                                              sched::BufferStats *stats = nullptr);
 
 } // namespace stagecraft::pipe
 

@@ -22,7 +22,9 @@ struct VerifySchedulePass
           VerifySchedulePass> {
   void runOnOperation() override {
     auto check = [](ScheduleOp op, const ScheduleModel &model) {
-      return success(succeeded(simulateSchedule(op, model)));
+      if (!model.program)
+        return success(succeeded(simulateSchedule(op, model)));
+      return success(succeeded(programOf(op, model)));
     };
     if (failed(forEachSchedule(getOperation(), check)))
       signalPassFailure();

@@ -215,7 +215,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     for (size_t b = 0; b < buffers.size(); ++b)
       current[buffers[b].tag] = static_cast<int>(b);
     auto use = [&](uint64_t tag) {
-      return SlotUse{buffers[current[tag]].slot, tag};
+      const Buffer &buf = buffers[current[tag]];
+      return SlotUse{buf.slot, tag, buf.bytes};
     };
     for (int i = 0, e = static_cast<int>(instrs.size()); i < e; ++i) {
       const Instruction &instr = instrs[i];
@@ -266,7 +267,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
       for (int b : freesAfter[i]) {
         PlanOp f;
         f.kind = PlanOp::Kind::Free;
-        f.buffer = {buffers[b].slot, buffers[b].tag};
+        f.buffer = {buffers[b].slot, buffers[b].tag, buffers[b].bytes};
         rank.ops.push_back(std::move(f));
       }
     }

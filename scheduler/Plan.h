@@ -37,9 +37,12 @@ uint64_t bufferTag(BufferKind kind, int stage, int microbatch);
 /// "act(@s0, mb 3)", "stash-w(@s1, mb 0)"; \p stageNames may be empty.
 std::string describeTag(uint64_t tag, llvm::ArrayRef<std::string> stageNames);
 
+/// A buffer in a slot: the slot, the buffer's tag and its size (at most the
+/// slot's).
 struct SlotUse {
   int slot;
   uint64_t tag;
+  int64_t bytes;
 };
 
 struct PlanOp {
@@ -51,7 +54,7 @@ struct PlanOp {
   std::vector<SlotUse> reads, writes;
   /// Send/Recv: peer and buffer (slot + tag of its content).
   int peer = -1;
-  SlotUse buffer{-1, 0};
+  SlotUse buffer{-1, 0, 0};
   /// Group: its sends and receives.
   std::vector<PlanOp> ops;
   /// Free: slot.

@@ -53,6 +53,7 @@ static void writeOp(json::OStream &j, const PlanOp &op) {
             j.array([&] {
               j.value(u.slot);
               j.value(static_cast<int64_t>(u.tag));
+              j.value(u.bytes);
             });
         });
       };
@@ -67,6 +68,7 @@ static void writeOp(json::OStream &j, const PlanOp &op) {
     case PlanOp::Kind::Free:
       j.attribute("slot", op.buffer.slot);
       j.attribute("tag", static_cast<int64_t>(op.buffer.tag));
+      j.attribute("bytes", op.buffer.bytes);
       break;
     case PlanOp::Kind::Group:
       j.attributeArray("ops", [&] {
@@ -135,7 +137,9 @@ public:
   }
 
   llvm::Expected<PlanOp> op(const json::Value &v, const std::string &where,
-                            int numRanks, int rank, int slots, bool inGroup) {
+                            int numRanks, int rank,
+                            llvm::ArrayRef<int64_t> slotBytes, bool inGroup) {
+    const int slots = static_cast<int>(slotBytes.size());
     const json::Object *o = v.getAsObject();
     if (!o)
       return fail(where, "expected an object");
@@ -153,18 +157,27 @@ public:
                                        key.str(), *x, lo, hi));
       return *x;
     };
-    auto slotUse = [&](const json::Value &u) -> llvm::Expected<SlotUse> {
-      const json::Array *pair = u.getAsArray();
-      if (!pair || pair->size() != 2 || !(*pair)[0].getAsInteger() ||
-          !(*pair)[1].getAsInteger())
-        return fail(where, "expected [slot, tag]");
-      int64_t slot = *(*pair)[0].getAsInteger();
+    auto checkUse = [&](int64_t slot, int64_t bytes) -> llvm::Error {
       if (slot < 0 || slot >= slots)
         return fail(where, fmt::format("slot {} is out of range: rank {} has "
                                        "{} slots",
                                        slot, rank, slots));
+      if (bytes < 8 || bytes > slotBytes[slot])
+        return fail(where, fmt::format("a {}-byte buffer does not fit slot {} "
+                                       "({} bytes)",
+                                       bytes, slot, slotBytes[slot]));
+      return llvm::Error::success();
+    };
+    auto slotUse = [&](const json::Value &u) -> llvm::Expected<SlotUse> {
+      const json::Array *t = u.getAsArray();
+      if (!t || t->size() != 3 || !(*t)[0].getAsInteger() ||
+          !(*t)[1].getAsInteger() || !(*t)[2].getAsInteger())
+        return fail(where, "expected [slot, tag, bytes]");
+      int64_t slot = *(*t)[0].getAsInteger(), bytes = *(*t)[2].getAsInteger();
+      if (llvm::Error err = checkUse(slot, bytes))
+        return std::move(err);
       return SlotUse{static_cast<int>(slot),
-                     static_cast<uint64_t>(*(*pair)[1].getAsInteger())};
+                     static_cast<uint64_t>(*(*t)[1].getAsInteger()), bytes};
     };
     if (*name == "compute") {
       if (inGroup)
@@ -228,13 +241,15 @@ public:
       } else if (inGroup) {
         return fail(where, "a group holds only send and recv");
       }
-      auto slot = integer("slot", 0, slots - 1);
-      if (!slot)
-        return slot.takeError();
+      std::optional<int64_t> slot = o->getInteger("slot");
       std::optional<int64_t> tag = o->getInteger("tag");
-      if (!tag)
-        return fail(where, "missing integer \"tag\"");
-      result.buffer = {static_cast<int>(*slot), static_cast<uint64_t>(*tag)};
+      std::optional<int64_t> bytes = o->getInteger("bytes");
+      if (!slot || !tag || !bytes)
+        return fail(where, "needs integers \"slot\", \"tag\" and \"bytes\"");
+      if (llvm::Error err = checkUse(*slot, *bytes))
+        return std::move(err);
+      result.buffer = {static_cast<int>(*slot), static_cast<uint64_t>(*tag),
+                       *bytes};
       return result;
     }
     if (*name == "group") {
@@ -247,7 +262,7 @@ public:
       for (size_t k = 0; k < ops->size(); ++k) {
         llvm::Expected<PlanOp> sub =
             op((*ops)[k], where + fmt::format(", group op {}", k), numRanks,
-               rank, slots, /*inGroup=*/true);
+               rank, slotBytes, /*inGroup=*/true);
         if (!sub)
           return sub.takeError();
         result.ops.push_back(std::move(*sub));
@@ -333,7 +348,7 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
     for (size_t i = 0; i < ops->size(); ++i) {
       llvm::Expected<PlanOp> op =
           reader.op((*ops)[i], fmt::format("rank {} op {}", r, i), numRanks, r,
-                    static_cast<int>(pr.slotBytes.size()), false);
+                    pr.slotBytes, false);
       if (!op)
         return op.takeError();
       pr.ops.push_back(std::move(*op));

@@ -43,6 +43,9 @@ struct TranslateOptions {
       "pipeline-name",
       llvm::cl::desc("--pipe-from-csv: pipeline in --pipe-spec (default: the "
                      "only one)")};
+  llvm::cl::opt<int64_t> unitBytes{
+      "unit-bytes", llvm::cl::init(4096),
+      llvm::cl::desc("--pipe-to-plan: bytes per memory unit of the spec")};
   llvm::cl::opt<int> timelineWidth{
       "timeline-width", llvm::cl::init(100),
       llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline")};
@@ -116,6 +119,20 @@ static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
     writer.addTimeline("simulated " + s.getSymName().str(), model.problem,
                        *timeline);
     os << writer.str();
+    return success();
+  });
+}
+
+static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
+  return withSelectedSchedule(op, [&](ScheduleOp s,
+                                     const ScheduleModel &model) -> LogicalResult {
+    if (options->unitBytes < 1)
+      return s.emitError() << "--unit-bytes must be at least 1";
+    FailureOr<sched::Plan> plan =
+        planFromSchedule(s, model, options->unitBytes);
+    if (failed(plan))
+      return failure();
+    os << sched::writePlan(*plan);
     return success();
   });
 }
@@ -202,6 +219,11 @@ void stagecraft::pipe::registerPipeTranslations() {
       "simulate a schedule and write its timeline as Chrome trace JSON "
       "(Perfetto); 1 time unit = 1 ms",
       toChromeTrace, registerDialects);
+  static TranslateFromMLIRRegistration plan(
+      "pipe-to-plan",
+      "write the versioned runtime plan of a schedule (communication, buffer "
+      "slots) for stagecraft-run",
+      toPlan, registerDialects);
   static TranslateToMLIRRegistration csvIn(
       "pipe-from-csv",
       "read a torch.distributed.pipelining CSV against --pipe-spec into a "

@@ -1,0 +1,60 @@
+//===- Executor.h - Runs one rank of a plan ---------------------*- C++ -*-===//
+//
+// Walks a rank's instruction stream: computes run the timed synthetic kernel
+// (sleep for cost x time unit; ranks may outnumber cores) and check the tags
+// of the buffers they read and write the tags of those they produce, so a
+// plan that reuses a slot too early is caught, naming rank, action and slot;
+// sends and receives go through the communicator; a group posts its
+// operations and waits for all; free releases a slot once its send is done.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_RUNTIME_EXECUTOR_H
+#define STAGECRAFT_RUNTIME_EXECUTOR_H
+
+#include "runtime/Communicator.h"
+
+#include "scheduler/Plan.h"
+
+namespace stagecraft::runtime {
+
+namespace sched = ::stagecraft::pipe::sched;
+
+struct ExecOptions {
+  /// Seconds per schedule time unit.
+  double timeUnit = 1e-3;
+  /// Fault injection for tests: after this many instructions, the rank
+  /// kills itself (SIGKILL). Negative: never.
+  int killAfter = -1;
+};
+
+struct MeasuredAction {
+  int index; // position among the rank's computes
+  double start, end; // seconds since the common start
+};
+
+struct RankResult {
+  int rank = 0;
+  double busy = 0.0;    // seconds in compute
+  double wall = 0.0;    // seconds from the common start to the last op
+  double waiting = 0.0; // seconds blocked in communication
+  size_t instructions = 0;
+  double overhead = 0.0; // seconds neither computing nor waiting
+  std::vector<MeasuredAction> actions;
+};
+
+/// Runs rank \p rank of \p plan. \p start is the common time origin.
+/// Fails with a one-line message naming rank, instruction and action.
+llvm::Expected<RankResult> executeRank(const sched::Plan &plan, int rank,
+                                       Communicator &comm,
+                                       ProgressMonitor &monitor,
+                                       Clock::time_point start,
+                                       const ExecOptions &options);
+
+/// "forward @s1 mb 3" from the plan's stage names.
+std::string describePlanAction(const sched::Plan &plan,
+                               const sched::Action &action);
+
+} // namespace stagecraft::runtime
+
+#endif // STAGECRAFT_RUNTIME_EXECUTOR_H

@@ -1,0 +1,139 @@
+//===- LocalCommunicator.cpp - Ranks as threads ---------------------------===//
+//
+// Every ordered pair of ranks has a FIFO of messages guarded by a mutex. A
+// send copies its data into the FIFO and completes at once; a receive waits
+// on the FIFO's condition variable, waking regularly to poll the progress
+// monitor so that a hang is reported rather than waited out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Communicator.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+
+using namespace stagecraft::runtime;
+
+Communicator::~Communicator() = default;
+
+ProgressMonitor::ProgressMonitor(int ranks, double timeoutSeconds)
+    : timeout(timeoutSeconds),
+      lastProgress(Clock::now().time_since_epoch().count()), what(ranks) {}
+
+void ProgressMonitor::progress(int rank) {
+  lastProgress = Clock::now().time_since_epoch().count();
+}
+
+void ProgressMonitor::waiting(int rank, std::string text) {
+  std::lock_guard<std::mutex> lock(mutex);
+  what[rank] = std::move(text);
+}
+
+std::string ProgressMonitor::waitingOn(int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return what[rank];
+}
+
+bool ProgressMonitor::expired() {
+  if (abortFlag)
+    return true;
+  auto idle = Clock::now().time_since_epoch() -
+              Clock::duration(lastProgress.load());
+  if (std::chrono::duration<double>(idle).count() > timeout) {
+    abortFlag = true;
+    return true;
+  }
+  return false;
+}
+
+struct LocalFabric::Impl {
+  struct Channel {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<std::vector<char>> messages;
+  };
+  explicit Impl(int ranks) : ranks(ranks), channels(ranks * ranks) {}
+  Channel &channel(int from, int to) { return channels[from * ranks + to]; }
+
+  int ranks;
+  std::vector<Channel> channels;
+};
+
+namespace {
+class LocalCommunicator : public Communicator {
+public:
+  LocalCommunicator(LocalFabric::Impl &fabric, int rank)
+      : fabric(fabric), me(rank) {}
+
+  int rank() const override { return me; }
+  int size() const override { return fabric.ranks; }
+
+  llvm::Error isend(int peer, const void *data, size_t bytes,
+                    Request &request) override {
+    auto &ch = fabric.channel(me, peer);
+    {
+      std::lock_guard<std::mutex> lock(ch.mutex);
+      const char *p = static_cast<const char *>(data);
+      ch.messages.emplace_back(p, p + bytes);
+    }
+    ch.ready.notify_all();
+    request.id = -1; // complete: the data was copied
+    return llvm::Error::success();
+  }
+
+  llvm::Error irecv(int peer, void *data, size_t bytes,
+                    Request &request) override {
+    request.id = nextId++;
+    pending[request.id] = {peer, data, bytes};
+    return llvm::Error::success();
+  }
+
+  llvm::Error wait(Request &request, ProgressMonitor &monitor) override {
+    if (!request.active())
+      return llvm::Error::success();
+    Pending recv = pending[request.id];
+    pending.erase(request.id);
+    request.id = -1;
+    auto &ch = fabric.channel(recv.peer, me);
+    std::unique_lock<std::mutex> lock(ch.mutex);
+    while (ch.messages.empty()) {
+      if (monitor.expired())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "no progress");
+      ch.ready.wait_for(lock, std::chrono::milliseconds(5));
+    }
+    std::vector<char> message = std::move(ch.messages.front());
+    ch.messages.pop_front();
+    lock.unlock();
+    if (message.size() != recv.bytes)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("received {} bytes from rank {}, expected {}",
+                      message.size(), recv.peer, recv.bytes));
+    std::memcpy(recv.data, message.data(), message.size());
+    return llvm::Error::success();
+  }
+
+private:
+  struct Pending {
+    int peer;
+    void *data;
+    size_t bytes;
+  };
+  LocalFabric::Impl &fabric;
+  int me;
+  int nextId = 0;
+  std::map<int, Pending> pending;
+};
+} // namespace
+
+LocalFabric::LocalFabric(int ranks) : impl(std::make_unique<Impl>(ranks)) {}
+LocalFabric::~LocalFabric() = default;
+
+std::unique_ptr<Communicator> LocalFabric::communicator(int rank) {
+  return std::make_unique<LocalCommunicator>(*impl, rank);
+}

@@ -1,0 +1,222 @@
+//===- Runtime.cpp - Running a plan on a backend --------------------------===//
+//
+// See Runtime.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Runtime.h"
+
+#include "scheduler/ChromeTrace.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#ifdef STAGECRAFT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+using namespace stagecraft::runtime;
+using namespace stagecraft::pipe;
+
+static void finish(RunReport &report) {
+  report.wall = 0.0;
+  for (const RankResult &r : report.ranks)
+    report.wall = std::max(report.wall, r.wall);
+}
+
+llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
+                                                        const RunOptions &options) {
+  const int p = plan.numRanks();
+  LocalFabric fabric(p);
+  ProgressMonitor monitor(p, options.timeout);
+  std::vector<llvm::Expected<RankResult>> results;
+  for (int r = 0; r < p; ++r)
+    results.emplace_back(RankResult{});
+  std::vector<std::thread> threads;
+  Clock::time_point start = Clock::now();
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm = fabric.communicator(r);
+      results[r] = executeRank(plan, r, *comm, monitor, start, options.exec);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  RunReport report;
+  std::string errors;
+  for (int r = 0; r < p; ++r) {
+    if (results[r]) {
+      report.ranks.push_back(std::move(*results[r]));
+      continue;
+    }
+    std::string message = llvm::toString(results[r].takeError());
+    // Ranks stopped because another failed add nothing to the report.
+    if (message.find("stopped: another rank failed") != std::string::npos &&
+        !errors.empty())
+      continue;
+    errors += (errors.empty() ? "" : "\n") + message;
+  }
+  if (!errors.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), errors);
+  finish(report);
+  return report;
+}
+
+#ifdef STAGECRAFT_HAVE_MPI
+llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
+                                                      const RunOptions &options) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != plan.numRanks())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("rank {}: the plan has {} ranks but {} MPI processes run "
+                    "it; launch with mpirun -np {}",
+                    rank, plan.numRanks(), size, plan.numRanks()));
+  std::unique_ptr<Communicator> comm = createMpiCommunicator();
+  ProgressMonitor monitor(size, options.timeout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  llvm::Expected<RankResult> result =
+      executeRank(plan, rank, *comm, monitor, Clock::now(), options.exec);
+  if (!result)
+    return result.takeError();
+  // Gather: fixed figures, then the measured actions.
+  double figures[5] = {result->busy, result->wall, result->waiting,
+                       static_cast<double>(result->instructions),
+                       result->overhead};
+  std::vector<double> all(5 * size);
+  MPI_Gather(figures, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0,
+             MPI_COMM_WORLD);
+  std::vector<double> mine;
+  for (const MeasuredAction &a : result->actions) {
+    mine.push_back(a.index);
+    mine.push_back(a.start);
+    mine.push_back(a.end);
+  }
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(size), offsets(size, 0);
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[r] = total;
+    total += counts[r];
+  }
+  std::vector<double> actions(rank == 0 ? total : 0);
+  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
+              offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  RunReport report;
+  if (rank != 0) {
+    report.ranks.push_back(std::move(*result));
+    return report;
+  }
+  for (int r = 0; r < size; ++r) {
+    RankResult rr;
+    rr.rank = r;
+    rr.busy = all[5 * r];
+    rr.wall = all[5 * r + 1];
+    rr.waiting = all[5 * r + 2];
+    rr.instructions = static_cast<size_t>(all[5 * r + 3]);
+    rr.overhead = all[5 * r + 4];
+    for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
+      rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
+                            actions[k + 2]});
+    report.ranks.push_back(std::move(rr));
+  }
+  finish(report);
+  return report;
+}
+#endif
+
+std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
+                                                 const RunReport &report,
+                                                 const RunOptions &options,
+                                                 llvm::StringRef backend) {
+  const double unitMs = options.exec.timeUnit * 1e3;
+  double simulated = plan.simulatedMakespan * unitMs;
+  std::string out = fmt::format(
+      "ran @{} for @{} on {} ranks ({} backend, 1 time unit = {:.6g} ms)\n",
+      plan.schedule, plan.pipeline, plan.numRanks(), backend.str(), unitMs);
+  out += fmt::format("step wall {:.3f} ms, simulated {:.3f} ms, measured / "
+                     "simulated {:.4f}\n",
+                     report.wall * 1e3, simulated,
+                     simulated > 0 ? report.wall * 1e3 / simulated : 1.0);
+  out += fmt::format("{:>5}  {:>12}  {:>12}  {:>10}  {:>12}  {:>14}\n", "rank",
+                     "busy ms", "sim busy ms", "wait ms", "instructions",
+                     "overhead us/op");
+  size_t instructions = 0;
+  double overhead = 0.0;
+  for (const RankResult &r : report.ranks) {
+    double simBusy = r.rank < static_cast<int>(plan.simulatedBusy.size())
+                         ? plan.simulatedBusy[r.rank] * unitMs
+                         : 0.0;
+    out += fmt::format("{:>5}  {:>12.3f}  {:>12.3f}  {:>10.3f}  {:>12}  "
+                       "{:>14.2f}\n",
+                       r.rank, r.busy * 1e3, simBusy, r.waiting * 1e3,
+                       r.instructions,
+                       r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
+    instructions += r.instructions;
+    overhead += r.overhead;
+  }
+  out += fmt::format("runtime overhead {:.2f} us per instruction over {} "
+                     "instructions\n",
+                     instructions ? overhead * 1e6 / instructions : 0.0,
+                     instructions);
+  return out;
+}
+
+llvm::Error stagecraft::runtime::writeRunTrace(const sched::Plan &plan,
+                                               const RunReport &report,
+                                               const RunOptions &options) {
+  // Both timelines in trace microseconds: measured seconds x 1e6, simulated
+  // units x time unit x 1e6.
+  sched::Problem names;
+  names.name = plan.pipeline;
+  for (const std::string &s : plan.stageNames) {
+    sched::Stage stage;
+    stage.name = s;
+    names.stages.push_back(stage);
+  }
+  std::vector<std::vector<sched::Action>> computes(plan.numRanks());
+  for (int r = 0; r < plan.numRanks(); ++r)
+    for (const sched::PlanOp &op : plan.ranks[r].ops)
+      if (op.kind == sched::PlanOp::Kind::Compute)
+        computes[r].push_back(op.action);
+  sched::Timeline measured, simulated;
+  measured.ranks.resize(plan.numRanks());
+  simulated.ranks.resize(plan.numRanks());
+  const double unit = options.exec.timeUnit;
+  for (const RankResult &r : report.ranks)
+    for (const MeasuredAction &a : r.actions)
+      measured.ranks[r.rank].push_back(
+          {computes[r.rank][a.index], a.start / unit, a.end / unit});
+  for (int r = 0; r < plan.numRanks() &&
+                  r < static_cast<int>(plan.simulatedStart.size());
+       ++r)
+    for (size_t k = 0; k < plan.simulatedStart[r].size(); ++k) {
+      const sched::PlanOp *op = nullptr;
+      size_t seen = 0;
+      for (const sched::PlanOp &o : plan.ranks[r].ops)
+        if (o.kind == sched::PlanOp::Kind::Compute && seen++ == k) {
+          op = &o;
+          break;
+        }
+      double start = plan.simulatedStart[r][k];
+      simulated.ranks[r].push_back(
+          {computes[r][k], start, start + (op ? op->cost : 0.0)});
+    }
+  sched::ChromeTraceWriter writer(unit * 1e6);
+  writer.addTimeline("measured", names, measured);
+  writer.addTimeline("simulated", names, simulated);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(options.tracePath, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write trace " +
+                                           options.tracePath + ": " +
+                                           ec.message());
+  os << writer.str();
+  return llvm::Error::success();
+}

@@ -1,0 +1,55 @@
+//===- Runtime.h - Running a plan on a backend ------------------*- C++ -*-===//
+//
+// Entry points of `stagecraft-run`: run every rank of a plan as a thread
+// (`local`) or this process's rank under MPI (`mpi`), then report measured
+// busy and wall time beside the simulator's prediction and, optionally,
+// write a Chrome trace with the measured and the simulated timeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_RUNTIME_RUNTIME_H
+#define STAGECRAFT_RUNTIME_RUNTIME_H
+
+#include "runtime/Executor.h"
+
+#include <string>
+
+namespace stagecraft::runtime {
+
+struct RunOptions {
+  ExecOptions exec;
+  /// Seconds without progress on any rank before the run is stopped.
+  double timeout = 60.0;
+  /// Where to write the Chrome trace; empty for none.
+  std::string tracePath;
+};
+
+struct RunReport {
+  std::vector<RankResult> ranks;
+  /// Longest rank wall time, in seconds.
+  double wall = 0.0;
+};
+
+/// Runs all ranks as threads of this process.
+llvm::Expected<RunReport> runLocal(const sched::Plan &plan,
+                                   const RunOptions &options);
+
+#ifdef STAGECRAFT_HAVE_MPI
+/// Runs this process's rank; the report (complete on rank 0 only) gathers
+/// every rank's results. MPI must be initialized; a size different from the
+/// plan's ranks fails on every rank.
+llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
+                                 const RunOptions &options);
+#endif
+
+/// The table of measured against simulated figures.
+std::string formatRunReport(const sched::Plan &plan, const RunReport &report,
+                            const RunOptions &options, llvm::StringRef backend);
+
+/// Writes the measured and simulated timelines side by side.
+llvm::Error writeRunTrace(const sched::Plan &plan, const RunReport &report,
+                          const RunOptions &options);
+
+} // namespace stagecraft::runtime
+
+#endif // STAGECRAFT_RUNTIME_RUNTIME_H

@@ -1,0 +1,163 @@
+//===- stagecraft-run.cpp - Runs a pipeline plan --------------------------===//
+//
+// `stagecraft-run spec.mlir --schedule=KIND` compiles and runs in one go;
+// `stagecraft-run plan.json` runs a plan from `stagecraft-translate
+// --pipe-to-plan`. `--backend=local` (default) runs every rank as a thread;
+// `mpirun -np N stagecraft-run --backend=mpi ...` runs one rank per process.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Runtime.h"
+#include "translate/PlanCompiler.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <thread>
+
+#ifdef STAGECRAFT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+using namespace llvm;
+namespace sched = stagecraft::pipe::sched;
+
+static cl::opt<std::string> input(cl::Positional, cl::Required,
+                                  cl::desc("<spec.mlir | plan.json>"));
+static cl::opt<std::string> backend("backend", cl::init("local"),
+                                    cl::desc("local (threads) or mpi"));
+static cl::opt<std::string> scheduleKind(
+    "schedule", cl::desc("schedule a spec with this kind before running"));
+static cl::opt<int> chunks("chunks", cl::init(0),
+                           cl::desc("chunks for interleaved-1f1b"));
+static cl::opt<double> memoryLimit("memory-limit", cl::init(0.0),
+                                   cl::desc("memory limit for auto"));
+static cl::opt<std::string> scheduleName(
+    "schedule-name", cl::desc("which pipe.schedule of a spec to run"));
+static cl::opt<int64_t> unitBytes("unit-bytes", cl::init(4096),
+                                  cl::desc("bytes per memory unit of a spec"));
+static cl::opt<std::string> timeUnit(
+    "time-unit", cl::init("1ms"),
+    cl::desc("wall time of one cost unit: e.g. 1ms, 250us, 0.01s"));
+static cl::opt<std::string> timeout(
+    "timeout", cl::init("60s"),
+    cl::desc("stop when no rank progresses for this long (e.g. 60s, 500ms)"));
+static cl::opt<std::string> tracePath(
+    "trace", cl::desc("write measured and simulated timelines (Chrome trace)"));
+static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
+                             cl::desc("testing: this rank kills itself"));
+static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
+                              cl::desc("testing: after this many instructions"));
+
+/// Seconds in "2ms", "250us", "1.5s" or a plain number of seconds.
+static Expected<double> parseDuration(StringRef text, StringRef what) {
+  double scale = 1.0;
+  StringRef number = text;
+  if (number.consume_back("ms"))
+    scale = 1e-3;
+  else if (number.consume_back("us"))
+    scale = 1e-6;
+  else if (number.consume_back("s"))
+    scale = 1.0;
+  double value;
+  if (number.getAsDouble(value) || value <= 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "--" + what.str() + "=" + text.str() +
+                                 ": expected a positive duration like 2ms");
+  return value * scale;
+}
+
+static Expected<sched::Plan> loadInput() {
+  if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
+    stagecraft::pipe::CompileOptions options;
+    options.kind = scheduleKind;
+    options.chunks = chunks;
+    options.memoryLimit = memoryLimit;
+    options.scheduleName = scheduleName;
+    options.unitBytes = unitBytes;
+    return stagecraft::pipe::compileSpecFile(input, options);
+  }
+  ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
+  if (!file)
+    return createStringError(file.getError(),
+                             "cannot read " + input + ": " +
+                                 file.getError().message());
+  Expected<sched::Plan> plan = sched::readPlan((*file)->getBuffer());
+  if (!plan)
+    return createStringError(inconvertibleErrorCode(),
+                             input + ": " + toString(plan.takeError()));
+  return plan;
+}
+
+static int run(int rank) {
+  auto fail = [&](Error err) {
+    errs() << "stagecraft-run: error: " << toString(std::move(err)) << "\n";
+    return 1;
+  };
+  Expected<double> unit = parseDuration(timeUnit, "time-unit");
+  if (!unit)
+    return fail(unit.takeError());
+  Expected<double> limit = parseDuration(timeout, "timeout");
+  if (!limit)
+    return fail(limit.takeError());
+  Expected<sched::Plan> plan = loadInput();
+  if (!plan)
+    return fail(plan.takeError());
+  stagecraft::runtime::RunOptions options;
+  options.exec.timeUnit = *unit;
+  options.timeout = *limit;
+  options.tracePath = tracePath;
+  if (killRank >= 0 && killRank == rank)
+    options.exec.killAfter = killAfter;
+  Expected<stagecraft::runtime::RunReport> report =
+      backend == "local"
+          ? stagecraft::runtime::runLocal(*plan, options)
+#ifdef STAGECRAFT_HAVE_MPI
+          : stagecraft::runtime::runMpi(*plan, options);
+#else
+          : Expected<stagecraft::runtime::RunReport>(createStringError(
+                inconvertibleErrorCode(), "this build has no MPI"));
+#endif
+  if (!report)
+    return fail(report.takeError());
+  if (rank != 0)
+    return 0;
+  outs() << stagecraft::runtime::formatRunReport(*plan, *report, options,
+                                                 backend);
+  if (!tracePath.empty()) {
+    if (Error err = stagecraft::runtime::writeRunTrace(*plan, *report, options))
+      return fail(std::move(err));
+    outs() << "trace written to " << tracePath << "\n";
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
+  if (backend != "local" && backend != "mpi") {
+    errs() << "stagecraft-run: error: unknown --backend=" << backend
+           << "; expected local or mpi\n";
+    return 1;
+  }
+  if (backend == "local")
+    return run(0);
+#ifdef STAGECRAFT_HAVE_MPI
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = run(rank);
+  if (rc != 0) {
+    errs().flush();
+    // Let other failing ranks print their reports before the job ends.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    MPI_Abort(MPI_COMM_WORLD, rc);
+  }
+  MPI_Finalize();
+  return rc;
+#else
+  errs() << "stagecraft-run: error: this build has no MPI (install "
+            "libopenmpi-dev and reconfigure)\n";
+  return 1;
+#endif
+}

@@ -1,0 +1,37 @@
+//===- PlanCompiler.h - From pipe IR to a runtime plan ----------*- C++ -*-===//
+//
+// Used by `stagecraft-run`: compiles a spec file, scheduled with a kind or
+// holding a schedule, straight to a runtime plan (`planFromSchedule`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_TRANSLATE_PLANCOMPILER_H
+#define STAGECRAFT_TRANSLATE_PLANCOMPILER_H
+
+#include "passes/ScheduleLookup.h"
+
+#include "scheduler/Plan.h"
+
+#include <string>
+
+namespace stagecraft::pipe {
+
+struct CompileOptions {
+  /// Schedule kind for --pipe-schedule; empty: use the schedule in the file.
+  std::string kind;
+  int chunks = 0;
+  double memoryLimit = 0.0;
+  double timeLimit = 10.0;
+  /// Which schedule, when the file holds several.
+  std::string scheduleName;
+  int64_t unitBytes = 4096;
+};
+
+/// Parses \p path, schedules it if \p options.kind is set, and builds the
+/// plan. MLIR diagnostics go to stderr; the error then says what failed.
+llvm::Expected<sched::Plan> compileSpecFile(llvm::StringRef path,
+                                            const CompileOptions &options);
+
+} // namespace stagecraft::pipe
+
+#endif // STAGECRAFT_TRANSLATE_PLANCOMPILER_H
