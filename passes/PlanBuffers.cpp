@@ -24,12 +24,10 @@ struct PlanBuffersPass
   using PipePlanBuffersPassBase::PipePlanBuffersPassBase;
 
   void runOnOperation() override {
-    if (unitBytes < 1) {
-      getOperation().emitError() << "unit-bytes must be at least 1, got "
-                                 << unitBytes;
-      return signalPassFailure();
-    }
-    auto plan = [&](ScheduleOp op, const ScheduleModel &model) {
+    auto plan = [&](ScheduleOp op, const ScheduleModel &model) -> LogicalResult {
+      if (unitBytes < 1)
+        return op.emitError() << "unit-bytes must be at least 1, got "
+                              << static_cast<int64_t>(unitBytes);
       sched::BufferStats stats;
       if (failed(planFromSchedule(op, model, unitBytes, &stats)))
         return failure();

@@ -39,6 +39,8 @@ public:
   /// True when the wait should give up: sets the abort flag the first time.
   bool expired();
   bool aborted() const { return abortFlag.load(); }
+  /// True once a wait gave up for lack of progress (not for another failure).
+  bool timedOut() const { return timedOutFlag.load(); }
   void abort() { abortFlag = true; }
   double timeoutSeconds() const { return timeout; }
   std::string waitingOn(int rank);
@@ -47,6 +49,7 @@ private:
   double timeout;
   std::atomic<int64_t> lastProgress;
   std::atomic<bool> abortFlag{false};
+  std::atomic<bool> timedOutFlag{false};
   std::mutex mutex;
   std::vector<std::string> what;
 };

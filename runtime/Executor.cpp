@@ -44,7 +44,6 @@ public:
         options(options), ops(plan.ranks[rank].ops) {
     for (int64_t bytes : plan.ranks[rank].slotBytes)
       slots.emplace_back(static_cast<size_t>(bytes), 0);
-    sends.resize(slots.size());
   }
 
   llvm::Expected<RankResult> run();
@@ -99,6 +98,8 @@ private:
     if (!err)
       return llvm::Error::success();
     std::string message = llvm::toString(std::move(err));
+    if (message == "no progress" && !monitor.timedOut())
+      return fail(at, "stopped: another rank failed");
     if (message == "no progress")
       return fail(at, fmt::format("no rank progressed for {} s; waiting for {}",
                                   monitor.timeoutSeconds(), what));
@@ -111,24 +112,26 @@ private:
                        op.kind == sched::PlanOp::Kind::Send ? "to" : "from",
                        op.peer, op.buffer.slot);
   }
-  /// Posts a send or receive; a receive's request goes to \p recv.
-  llvm::Error post(size_t at, const sched::PlanOp &op, Request &recv) {
-    int slot = op.buffer.slot;
-    std::vector<char> &buf = slots[slot];
-    if (op.kind == sched::PlanOp::Kind::Send) {
-      if (llvm::Error err = expectTag(at, "send", op.buffer))
-        return err;
-      if (llvm::Error err = await(at, sends[slot], "an earlier send of slot " +
-                                                       std::to_string(slot)))
-        return err;
-      return comm.isend(op.peer, buf.data(), static_cast<size_t>(op.buffer.bytes),
-                        sends[slot]);
-    }
-    if (llvm::Error err = await(at, sends[slot], "an earlier send of slot " +
-                                                     std::to_string(slot)))
+  /// Posts a send or receive into \p request. A lone send goes out of a copy
+  /// of its buffer, so that the slot is free at once and the send completes
+  /// whenever the peer takes it (the asynchronous send of the plan's
+  /// semantics); a grouped send goes out of its slot and completes in the
+  /// group.
+  llvm::Error post(size_t at, const sched::PlanOp &op, Request &request,
+                   bool grouped) {
+    std::vector<char> &buf = slots[op.buffer.slot];
+    size_t bytes = static_cast<size_t>(op.buffer.bytes);
+    if (op.kind == sched::PlanOp::Kind::Recv)
+      return comm.irecv(op.peer, buf.data(), bytes, request);
+    if (llvm::Error err = expectTag(at, "send", op.buffer))
       return err;
-    return comm.irecv(op.peer, buf.data(), static_cast<size_t>(op.buffer.bytes),
-                      recv);
+    if (grouped)
+      return comm.isend(op.peer, buf.data(), bytes, request);
+    outstanding.push_back(
+        {std::make_unique<std::vector<char>>(buf.begin(), buf.begin() + bytes),
+         Request{}, at, commText(op)});
+    Outstanding &o = outstanding.back();
+    return comm.isend(op.peer, o.copy->data(), bytes, o.request);
   }
 
   const sched::Plan &plan;
@@ -139,7 +142,13 @@ private:
   const ExecOptions &options;
   const std::vector<sched::PlanOp> &ops;
   std::vector<std::vector<char>> slots;
-  std::vector<Request> sends;
+  struct Outstanding {
+    std::unique_ptr<std::vector<char>> copy;
+    Request request;
+    size_t at;
+    std::string what;
+  };
+  std::vector<Outstanding> outstanding;
   RankResult result;
 };
 } // namespace
@@ -166,11 +175,6 @@ llvm::Expected<RankResult> RankRunner::run() {
       for (const sched::SlotUse &use : op.reads)
         if (llvm::Error err = expectTag(at, who, use))
           return std::move(err);
-      for (const sched::SlotUse &use : op.writes)
-        if (llvm::Error err = await(at, sends[use.slot],
-                                    "an earlier send of slot " +
-                                        std::to_string(use.slot)))
-          return std::move(err);
       double begin = now();
       auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(
@@ -186,7 +190,7 @@ llvm::Expected<RankResult> RankRunner::run() {
     case sched::PlanOp::Kind::Send:
     case sched::PlanOp::Kind::Recv: {
       Request recv;
-      if (llvm::Error err = post(at, op, recv))
+      if (llvm::Error err = post(at, op, recv, /*grouped=*/false))
         return fail(at, llvm::toString(std::move(err)));
       if (llvm::Error err = await(at, recv, commText(op)))
         return std::move(err);
@@ -196,16 +200,13 @@ llvm::Expected<RankResult> RankRunner::run() {
       break;
     }
     case sched::PlanOp::Kind::Group: {
-      std::vector<Request> recvs(op.ops.size());
+      std::vector<Request> requests(op.ops.size());
       for (size_t k = 0; k < op.ops.size(); ++k)
-        if (llvm::Error err = post(at, op.ops[k], recvs[k]))
+        if (llvm::Error err = post(at, op.ops[k], requests[k], /*grouped=*/true))
           return fail(at, llvm::toString(std::move(err)));
       for (size_t k = 0; k < op.ops.size(); ++k) {
         const sched::PlanOp &sub = op.ops[k];
-        Request &req = sub.kind == sched::PlanOp::Kind::Send
-                           ? sends[sub.buffer.slot]
-                           : recvs[k];
-        if (llvm::Error err = await(at, req, "group: " + commText(sub)))
+        if (llvm::Error err = await(at, requests[k], "group: " + commText(sub)))
           return std::move(err);
         if (sub.kind == sched::PlanOp::Kind::Recv)
           if (llvm::Error err = expectTag(at, "recv", sub.buffer))
@@ -214,10 +215,6 @@ llvm::Expected<RankResult> RankRunner::run() {
       break;
     }
     case sched::PlanOp::Kind::Free: {
-      int slot = op.buffer.slot;
-      if (llvm::Error err =
-              await(at, sends[slot], "the send of slot " + std::to_string(slot)))
-        return std::move(err);
       if (llvm::Error err = expectTag(at, "free", op.buffer))
         return std::move(err);
       writeTag(op.buffer, 0);
@@ -227,8 +224,8 @@ llvm::Expected<RankResult> RankRunner::run() {
     monitor.progress(rank);
     ++result.instructions;
   }
-  for (size_t slot = 0; slot < sends.size(); ++slot)
-    if (llvm::Error err = await(ops.size(), sends[slot], "a final send"))
+  for (Outstanding &o : outstanding)
+    if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))
       return std::move(err);
   result.wall = now();
   result.overhead = std::max(0.0, (result.wall - t0) - result.busy - result.waiting);

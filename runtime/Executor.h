@@ -4,8 +4,9 @@
 // (sleep for cost x time unit; ranks may outnumber cores) and check the tags
 // of the buffers they read and write the tags of those they produce, so a
 // plan that reuses a slot too early is caught, naming rank, action and slot;
-// sends and receives go through the communicator; a group posts its
-// operations and waits for all; free releases a slot once its send is done.
+// sends and receives go through the communicator (a lone send from a copy of
+// its buffer, so it never blocks the stream, as the plan's semantics say); a
+// group posts its operations and waits for all; free releases a slot.
 //
 //===----------------------------------------------------------------------===//
 

@@ -44,6 +44,7 @@ bool ProgressMonitor::expired() {
   auto idle = Clock::now().time_since_epoch() -
               Clock::duration(lastProgress.load());
   if (std::chrono::duration<double>(idle).count() > timeout) {
+    timedOutFlag = true;
     abortFlag = true;
     return true;
   }

@@ -46,19 +46,22 @@ llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
   for (std::thread &t : threads)
     t.join();
   RunReport report;
-  std::string errors;
+  // The ranks that failed first; those stopped because of them add nothing.
+  std::string errors, stopped;
   for (int r = 0; r < p; ++r) {
     if (results[r]) {
       report.ranks.push_back(std::move(*results[r]));
       continue;
     }
     std::string message = llvm::toString(results[r].takeError());
-    // Ranks stopped because another failed add nothing to the report.
-    if (message.find("stopped: another rank failed") != std::string::npos &&
-        !errors.empty())
-      continue;
-    errors += (errors.empty() ? "" : "\n") + message;
+    std::string &into =
+        message.find("stopped: another rank failed") != std::string::npos
+            ? stopped
+            : errors;
+    into += (into.empty() ? "" : "\n") + message;
   }
+  if (errors.empty())
+    errors = stopped;
   if (!errors.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), errors);
   finish(report);

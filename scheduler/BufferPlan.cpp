@@ -111,6 +111,17 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         write(tag, units, i);
         writes[i].push_back(tag);
       };
+      // A stash part of zero size (weight_grad = activation leaves nothing
+      // for I to release) needs no buffer.
+      auto stash = [&](BufferKind kind, int s, int m, double units) {
+        if (units > 0.0)
+          w_(bufferTag(kind, s, m), units);
+      };
+      auto unstash = [&](BufferKind kind, int s, int m) {
+        uint64_t tag = bufferTag(kind, s, m);
+        if (live.count(tag))
+          r_(tag);
+      };
       if (instr.kind != Instruction::Kind::Compute) {
         for (const CommOp &op : instr.ops) {
           const Stage &stage = problem.stages[op.message.stage];
@@ -126,17 +137,16 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         const Stage &stage = problem.stages[s];
         if (s > 0)
           r_(bufferTag(BufferKind::Activation, s - 1, m));
-        w_(bufferTag(BufferKind::StashInput, s, m),
-           stage.activation - stage.weightGrad);
-        w_(bufferTag(BufferKind::StashWeight, s, m), stage.weightGrad);
+        stash(BufferKind::StashInput, s, m, stage.activation - stage.weightGrad);
+        stash(BufferKind::StashWeight, s, m, stage.weightGrad);
         if (s + 1 < n)
           w_(bufferTag(BufferKind::Activation, s, m), stage.activation);
       };
       auto inputGrad = [&](int s, int m, bool full) {
         const Stage &stage = problem.stages[s];
-        r_(bufferTag(BufferKind::StashInput, s, m));
+        unstash(BufferKind::StashInput, s, m);
         if (full)
-          r_(bufferTag(BufferKind::StashWeight, s, m));
+          unstash(BufferKind::StashWeight, s, m);
         if (s + 1 < n)
           r_(bufferTag(BufferKind::Gradient, s + 1, m));
         if (s > 0)
@@ -153,7 +163,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         inputGrad(a.stage, a.microbatch, /*full=*/true);
         break;
       case ActionKind::BackwardWeight:
-        r_(bufferTag(BufferKind::StashWeight, a.stage, a.microbatch));
+        unstash(BufferKind::StashWeight, a.stage, a.microbatch);
         break;
       case ActionKind::ForwardBackward:
         forward(a.stage, a.microbatch);

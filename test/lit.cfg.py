@@ -19,8 +19,18 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.stagecraft_src_root, "examples")))
 
 llvm_config.use_default_substitutions()
+# Our tools first, then LLVM's, then the system's (timeout, mpirun); and
+# what Open MPI reads at start-up.
+llvm_config.with_system_environment(["HOME", "TMPDIR", "USER"])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.with_environment("PATH", config.stagecraft_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.stagecraft_tools_dir, append_path=True)
 
-tools = ["stagecraft-opt", "stagecraft-translate", "FileCheck", "not", "count"]
+tools = ["stagecraft-opt", "stagecraft-translate", "stagecraft-run", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.stagecraft_tools_dir, config.llvm_tools_dir])
+
+# MPI tests run when the build has the mpi backend and mpirun exists. As root
+# (CI), Open MPI needs --allow-run-as-root; two cores need --oversubscribe.
+import shutil
+if config.stagecraft_have_mpi and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))

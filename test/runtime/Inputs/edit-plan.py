@@ -1,0 +1,33 @@
+"""Edits a stagecraft plan for the runtime's failure tests.
+
+  edit-plan.py reuse IN OUT    the first backward on rank 0 reads its stash
+                               from the wrong slot (a wrong slot reuse)
+  edit-plan.py drop-send IN OUT  rank 0's last send disappears (a hang)
+  edit-plan.py version IN OUT  the plan claims version 99
+"""
+import json
+import sys
+
+mode, src, dst = sys.argv[1:4]
+with open(src) as f:
+    plan = json.load(f)
+ops = plan["ranks"][0]["ops"]
+if mode == "reuse":
+    op = next(o for o in ops if o["op"] == "compute" and o["kind"] in "BI")
+    slots = len(plan["ranks"][0]["slots"])
+    op["reads"][0][0] = (op["reads"][0][0] + 1) % slots
+elif mode == "drop-send":
+    # The last send on the channel, alone or in a group: nothing after it can
+    # be mistaken for it, so the receiver just waits.
+    for i in reversed(range(len(ops))):
+        o = ops[i]
+        if o["op"] == "send":
+            del ops[i]
+            break
+        if o["op"] == "group" and any(x["op"] == "send" for x in o["ops"]):
+            o["ops"] = [x for x in o["ops"] if x["op"] != "send"]
+            break
+elif mode == "version":
+    plan["version"] = 99
+with open(dst, "w") as f:
+    json.dump(plan, f)
