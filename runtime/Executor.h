@@ -4,9 +4,11 @@
 // (sleep for cost x time unit; ranks may outnumber cores) and check the tags
 // of the buffers they read and write the tags of those they produce, so a
 // plan that reuses a slot too early is caught, naming rank, action and slot;
-// sends and receives go through the communicator (a lone send from a copy of
-// its buffer, so it never blocks the stream, as the plan's semantics say); a
-// group posts its operations and waits for all; free releases a slot.
+// sends and receives go through the communicator (a send from a copy of its
+// buffer, so it never blocks the stream); a group posts its operations and
+// waits for its receives; free releases a slot. The verifier assumes NCCL's
+// stricter semantics (a grouped send waits for its receive), so every plan
+// it accepts runs here.
 //
 //===----------------------------------------------------------------------===//
 
