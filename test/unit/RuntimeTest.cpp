@@ -1,0 +1,112 @@
+//===- RuntimeTest.cpp - The executor on the local backend ----------------===//
+//
+// Plans of every kind run to completion on threads with each compute
+// executed once and the measured busy time at least the simulated one; a plan
+// that reuses a live slot is caught; a plan that cannot finish is stopped by
+// the watchdog with every waiting rank named.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "runtime/Runtime.h"
+
+#include "scheduler/Generators.h"
+#include "scheduler/Plan.h"
+#include "scheduler/Program.h"
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+using namespace stagecraft::runtime;
+
+namespace {
+
+Plan planFor(ScheduleKind kind, int p, int m) {
+  Problem problem = uniformProblem(p, m, 2 * p, {1.0, 1.0, 1.0}, 0.0);
+  llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+  EXPECT_TRUE(!!s);
+  return buildPlan(problem, lowerCommunication(problem, *s), "t", 256);
+}
+
+RunOptions fast() {
+  RunOptions options;
+  options.exec.timeUnit = 20e-6;
+  options.timeout = 10.0;
+  return options;
+}
+
+TEST(Runtime, EveryKindRunsOnThreads) {
+  for (ScheduleKind kind :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+        ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
+        ScheduleKind::ZBV, ScheduleKind::DualPipeV})
+    for (int p : {1, 2, 3})
+      for (int m : {1, 2 * p}) {
+        Plan plan = planFor(kind, p, m);
+        llvm::Expected<RunReport> report = runLocal(plan, fast());
+        ASSERT_TRUE(!!report) << llvm::toString(report.takeError());
+        ASSERT_EQ(report->ranks.size(), static_cast<size_t>(p));
+        for (const RankResult &r : report->ranks) {
+          size_t computes = 0;
+          for (const PlanOp &op : plan.ranks[r.rank].ops)
+            computes += op.kind == PlanOp::Kind::Compute;
+          EXPECT_EQ(r.actions.size(), computes);
+          EXPECT_EQ(r.instructions, plan.ranks[r.rank].ops.size());
+          // Sleeping never ends early.
+          EXPECT_GE(r.busy, plan.simulatedBusy[r.rank] * 20e-6 * 0.999);
+        }
+        EXPECT_GE(report->wall, plan.simulatedMakespan * 20e-6 * 0.999);
+      }
+}
+
+TEST(Runtime, CatchesAWrongSlotReuse) {
+  Plan plan = planFor(ScheduleKind::OneFOneB, 2, 4);
+  // Rank 1's second compute writes its output over the first one's slot.
+  std::vector<PlanOp> &ops = plan.ranks[1].ops;
+  std::vector<PlanOp *> computes;
+  for (PlanOp &op : ops)
+    if (op.kind == PlanOp::Kind::Compute && !op.reads.empty())
+      computes.push_back(&op);
+  ASSERT_GE(computes.size(), 2u);
+  computes[1]->reads[0].slot = (computes[1]->reads[0].slot + 1) %
+                               static_cast<int>(plan.ranks[1].slotBytes.size());
+  llvm::Expected<RunReport> report = runLocal(plan, fast());
+  ASSERT_FALSE(!!report);
+  std::string message = llvm::toString(report.takeError());
+  EXPECT_NE(message.find("rank 1: instruction"), std::string::npos) << message;
+  EXPECT_NE(message.find("reads slot"), std::string::npos) << message;
+}
+
+TEST(Runtime, WatchdogStopsAHang) {
+  Plan plan = planFor(ScheduleKind::GPipe, 2, 2);
+  // Rank 0 never sends: rank 1 waits for it, rank 0 for rank 1's gradients.
+  std::vector<PlanOp> &ops = plan.ranks[0].ops;
+  std::vector<PlanOp> kept;
+  for (PlanOp &op : ops) {
+    if (op.kind == PlanOp::Kind::Send)
+      continue;
+    if (op.kind == PlanOp::Kind::Group) {
+      std::vector<PlanOp> recvs;
+      for (PlanOp &sub : op.ops)
+        if (sub.kind != PlanOp::Kind::Send)
+          recvs.push_back(sub);
+      if (recvs.empty())
+        continue;
+      op.ops = recvs;
+    }
+    kept.push_back(op);
+  }
+  ops = kept;
+  RunOptions options = fast();
+  options.timeout = 0.3;
+  llvm::Expected<RunReport> report = runLocal(plan, options);
+  ASSERT_FALSE(!!report);
+  std::string message = llvm::toString(report.takeError());
+  EXPECT_NE(message.find("rank 0: instruction"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1: instruction 0: no rank progressed for 0.3 s; "
+                         "waiting for recv act("),
+            std::string::npos)
+      << message;
+}
+
+} // namespace
