@@ -34,6 +34,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.forwardBackward = fb.getValueAsDouble();
     if (IntegerAttr rank = op.getRankAttr())
       stage.rank = static_cast<int>(rank.getInt());
+    if (IntegerAttr layers = op.getLayersAttr())
+      stage.layers = static_cast<int>(layers.getInt());
     problem.stages.push_back(std::move(stage));
   }
   return problem;

@@ -208,6 +208,14 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
     result.addAttribute(getRankAttrName(result.name),
                         b.getI64IntegerAttr(rank));
   }
+  if (succeeded(parser.parseOptionalKeyword("layers"))) {
+    int64_t layers;
+    if (parser.parseLParen() || parser.parseInteger(layers) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(getLayersAttrName(result.name),
+                        b.getI64IntegerAttr(layers));
+  }
   std::pair<StringRef, std::optional<double>> costs[] = {
       {"forward", std::nullopt},
       {"backward_input", std::nullopt},
@@ -248,6 +256,8 @@ void StageOp::print(OpAsmPrinter &p) {
   p.printSymbolName(getSymName());
   if (std::optional<uint64_t> rank = getRank())
     p << " rank(" << static_cast<int64_t>(*rank) << ")";
+  if (IntegerAttr layers = getLayersAttr())
+    p << " layers(" << layers.getInt() << ")";
   p << " cost(forward = " << formatNumber(getForward().convertToDouble())
     << ", backward_input = "
     << formatNumber(getBackwardInput().convertToDouble())
@@ -262,7 +272,8 @@ void StageOp::print(OpAsmPrinter &p) {
     << ")";
   p.printOptionalAttrDict(
       (*this)->getAttrs(),
-      {getSymNameAttrName(), getRankAttrName(), getForwardAttrName(),
+      {getSymNameAttrName(), getRankAttrName(), getLayersAttrName(),
+       getForwardAttrName(),
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
        getForwardBackwardAttrName(), getActivationAttrName(),
        getWeightGradAttrName()});

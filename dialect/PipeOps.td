@@ -60,6 +60,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     defaults to `activation = 1.0`. `rank(K)` pins the stage to rank K. The
     optional cost entry `forward_backward` is the cost of this stage's
     forward overlapped with a full backward (default F + B: no gain).
+    `layers(N)` gives the stage's transformer layers, for training with the
+    reference model (`stagecraft-run --train`).
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -68,6 +70,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     OptionalAttr<I64Attr>:$rank,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$layers,
     F64Attr:$forward,
     F64Attr:$backward_input,
     F64Attr:$backward_weight,

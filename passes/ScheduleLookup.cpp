@@ -57,10 +57,10 @@ stagecraft::pipe::programOf(ScheduleOp op, const ScheduleModel &model) {
 
 FailureOr<sched::Plan> stagecraft::pipe::planFromSchedule(
     ScheduleOp op, const ScheduleModel &model, int64_t unitBytes,
-    sched::BufferStats *stats) {
+    sched::BufferStats *stats, int64_t minMessageBytes) {
   FailureOr<sched::Program> program = programOf(op, model);
   if (failed(program))
     return failure();
   return sched::buildPlan(model.problem, *program, op.getSymName(), unitBytes,
-                          stats);
+                          stats, minMessageBytes);
 }

@@ -36,10 +36,10 @@ mlir::FailureOr<sched::Program> programOf(ScheduleOp op,
                                           const ScheduleModel &model);
 
 /// The runtime plan of \p op (see `sched::buildPlan`).
-mlir::FailureOr<sched::Plan> planFromSchedule(ScheduleOp op,
-                                              const ScheduleModel &model,
-                                              int64_t unitBytes,
-                                              sched::BufferStats *stats = nullptr);
+mlir::FailureOr<sched::Plan>
+planFromSchedule(ScheduleOp op, const ScheduleModel &model, int64_t unitBytes,
+                 sched::BufferStats *stats = nullptr,
+                 int64_t minMessageBytes = 64);
 
 } // namespace stagecraft::pipe
 

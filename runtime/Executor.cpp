@@ -7,6 +7,10 @@
 
 #include "runtime/Executor.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <csignal>
@@ -14,10 +18,12 @@
 #include <sys/prctl.h>
 #endif
 #include <cstring>
+#include <map>
 #include <thread>
 
 using namespace stagecraft::runtime;
 using namespace stagecraft::pipe;
+namespace kernels = stagecraft::kernels;
 
 std::string stagecraft::runtime::describePlanAction(const sched::Plan &plan,
                                                     const sched::Action &a) {
@@ -32,6 +38,61 @@ std::string stagecraft::runtime::describePlanAction(const sched::Plan &plan,
     text += fmt::format(", @{} mb {}", name(a.backwardStage),
                         a.backwardMicrobatch);
   return text;
+}
+
+/// Training payloads start here; tags sit at the start and the end.
+static constexpr size_t kPayloadOffset = 64;
+
+int64_t stagecraft::runtime::trainingMessageBytes(
+    const kernels::ModelConfig &model) {
+  return model.messageBytes() + 2 * kPayloadOffset;
+}
+
+llvm::Expected<std::vector<std::pair<int, kernels::Stage>>>
+stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
+                                 const TrainOptions &train) {
+  if (llvm::Error err = train.model.validate())
+    return std::move(err);
+  // Ranks are threads or processes already; BLAS threads would only contend.
+  openblas_set_num_threads(1);
+  std::vector<std::pair<int, kernels::Stage>> stages;
+  const int n = static_cast<int>(plan.stageNames.size());
+  int first = 0;
+  for (int s = 0; s < n; ++s) {
+    int layers = s < static_cast<int>(plan.stageLayers.size())
+                     ? plan.stageLayers[s]
+                     : 0;
+    if (layers < 1)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("stage @{} has no layers(N); training needs the layer "
+                      "count of every stage",
+                      plan.stageNames[s]));
+    if (rank < 0 || plan.placement[s] == rank)
+      stages.emplace_back(s, kernels::Stage(train.model, s, n, first, layers));
+    first += layers;
+  }
+  return stages;
+}
+
+llvm::Error stagecraft::runtime::dumpStage(const sched::Plan &plan, int stage,
+                                           kernels::Stage &model,
+                                           const std::string &dir,
+                                           bool gradients) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create " + dir);
+  std::string path = fmt::format("{}/{}-{}.bin", dir,
+                                 gradients ? "grads" : "weights",
+                                 plan.stageNames[stage]);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write " + path);
+  for (kernels::Parameter &p : model.parameters()) {
+    const std::vector<float> &v = gradients ? p.grad : p.value;
+    os.write(reinterpret_cast<const char *>(v.data()), v.size() * 4);
+  }
+  return llvm::Error::success();
 }
 
 namespace {
@@ -58,19 +119,29 @@ private:
         llvm::inconvertibleErrorCode(),
         fmt::format("rank {}: instruction {}: {}", rank, at, what));
   }
+  /// Tags go at the start, middle and end of a buffer; when training, the
+  /// middle holds the payload and only the ends carry tags.
+  size_t middle(size_t size) const {
+    return options.train ? 0 : (size / 2) & ~size_t(7);
+  }
   void writeTag(const sched::SlotUse &use, uint64_t tag) {
     char *buf = slots[use.slot].data();
     size_t size = static_cast<size_t>(use.bytes);
-    size_t mid = (size / 2) & ~size_t(7);
-    for (size_t off : {size_t(0), mid, size - 8})
+    for (size_t off : {size_t(0), middle(size), size - 8})
       std::memcpy(buf + off, &tag, 8);
   }
+  float *payload(const sched::SlotUse &use) {
+    return reinterpret_cast<float *>(slots[use.slot].data() + kPayloadOffset);
+  }
+  /// The reference model's step for one compute.
+  llvm::Error train(size_t at, const sched::PlanOp &op);
+  llvm::Error runStream();
   /// The tag of the \p use.bytes-byte buffer in its slot, or 0 if the three
   /// copies disagree.
   uint64_t readTag(const sched::SlotUse &use) const {
     const char *buf = slots[use.slot].data();
     size_t size = static_cast<size_t>(use.bytes);
-    size_t mid = (size / 2) & ~size_t(7);
+    size_t mid = middle(size);
     uint64_t a, b, c;
     std::memcpy(&a, buf, 8);
     std::memcpy(&b, buf + mid, 8);
@@ -147,6 +218,10 @@ private:
   };
   std::vector<Outstanding> outstanding;
   RankResult result;
+  int computes = 0;
+  /// Training: the stage models of this rank, by stage index.
+  std::map<int, kernels::Stage *> models;
+  std::vector<std::pair<int, kernels::Stage>> stages;
 };
 } // namespace
 
@@ -157,8 +232,110 @@ llvm::Expected<RankResult> RankRunner::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 #endif
   result.rank = rank;
-  int computes = 0;
   double t0 = now();
+  if (!options.train) {
+    if (llvm::Error err = runStream())
+      return std::move(err);
+  } else {
+    const TrainOptions &train = *options.train;
+    for (const sched::PlanOp &op : ops)
+      if (op.kind == sched::PlanOp::Kind::Send ||
+          op.kind == sched::PlanOp::Kind::Recv)
+        if (op.buffer.bytes < trainingMessageBytes(train.model))
+          return fail(0, fmt::format(
+                             "a {}-byte message buffer cannot hold the "
+                             "model's {}-byte activations; build the plan "
+                             "with --pipe-to-plan --message-bytes={}",
+                             op.buffer.bytes, train.model.messageBytes(),
+                             trainingMessageBytes(train.model)));
+    llvm::Expected<std::vector<std::pair<int, kernels::Stage>>> built =
+        buildStages(plan, rank, train);
+    if (!built)
+      return fail(0, llvm::toString(built.takeError()));
+    stages = std::move(*built);
+    for (auto &[index, model] : stages)
+      models[index] = &model;
+    int last = static_cast<int>(plan.stageNames.size()) - 1;
+    for (int step = 0; step < train.steps; ++step) {
+      for (auto &[index, model] : stages) {
+        model.setStep(step);
+        model.zeroGrad();
+      }
+      if (llvm::Error err = runStream())
+        return std::move(err);
+      double loss = 0.0;
+      if (models.count(last))
+        for (int mb = 0; mb < plan.microbatches; ++mb)
+          loss += models[last]->loss(mb) / plan.microbatches;
+      result.losses.push_back(loss);
+      if (step == 0 && !train.dumpGrads.empty())
+        for (auto &[index, model] : stages)
+          if (llvm::Error err =
+                  dumpStage(plan, index, model, train.dumpGrads, true))
+            return fail(ops.size(), llvm::toString(std::move(err)));
+      for (auto &[index, model] : stages)
+        model.step(train.optimizer);
+    }
+    if (!train.dumpWeights.empty())
+      for (auto &[index, model] : stages)
+        if (llvm::Error err =
+                dumpStage(plan, index, model, train.dumpWeights, false))
+          return fail(ops.size(), llvm::toString(std::move(err)));
+  }
+  for (Outstanding &o : outstanding)
+    if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))
+      return std::move(err);
+  result.wall = now();
+  result.overhead = std::max(0.0, (result.wall - t0) - result.busy - result.waiting);
+  return result;
+}
+
+llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
+  // Inputs and outputs by what their tags hold.
+  auto find = [&](const std::vector<sched::SlotUse> &uses, sched::BufferKind kind,
+                  int stage) -> float * {
+    for (const sched::SlotUse &u : uses)
+      if ((u.tag >> 56) == static_cast<uint64_t>(kind) + 1 &&
+          ((u.tag >> 28) & ((1u << 28) - 1)) == static_cast<uint64_t>(stage))
+        return payload(u);
+    return nullptr;
+  };
+  const sched::Action &a = op.action;
+  auto forward = [&](int s, int mb) {
+    models.at(s)->forward(mb, find(op.reads, sched::BufferKind::Activation, s - 1),
+                          find(op.writes, sched::BufferKind::Activation, s));
+  };
+  auto input = [&](int s, int mb) {
+    models.at(s)->backwardInput(
+        mb, find(op.reads, sched::BufferKind::Gradient, s + 1),
+        find(op.writes, sched::BufferKind::Gradient, s));
+  };
+  switch (a.kind) {
+  case sched::ActionKind::Forward:
+    forward(a.stage, a.microbatch);
+    break;
+  case sched::ActionKind::BackwardInput:
+    input(a.stage, a.microbatch);
+    break;
+  case sched::ActionKind::BackwardWeight:
+    models.at(a.stage)->backwardWeight(a.microbatch);
+    break;
+  case sched::ActionKind::Backward:
+    input(a.stage, a.microbatch);
+    models.at(a.stage)->backwardWeight(a.microbatch);
+    break;
+  case sched::ActionKind::ForwardBackward:
+    forward(a.stage, a.microbatch);
+    input(a.backwardStage, a.backwardMicrobatch);
+    models.at(a.backwardStage)->backwardWeight(a.backwardMicrobatch);
+    break;
+  }
+  (void)at;
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::runStream() {
+  computes = 0;
   for (size_t at = 0; at < ops.size(); ++at) {
     if (options.killAfter >= 0 &&
         static_cast<int>(at) == options.killAfter)
@@ -173,10 +350,16 @@ llvm::Expected<RankResult> RankRunner::run() {
         if (llvm::Error err = expectTag(at, who, use))
           return std::move(err);
       double begin = now();
-      auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(
-                                          op.cost * options.timeUnit));
-      std::this_thread::sleep_until(until);
+      if (options.train) {
+        if (llvm::Error err = train(at, op))
+          return err;
+      } else {
+        auto until = Clock::now() +
+                     std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(op.cost *
+                                                       options.timeUnit));
+        std::this_thread::sleep_until(until);
+      }
       for (const sched::SlotUse &use : op.writes)
         writeTag(use, use.tag);
       double end = now();
@@ -221,12 +404,7 @@ llvm::Expected<RankResult> RankRunner::run() {
     monitor.progress(rank);
     ++result.instructions;
   }
-  for (Outstanding &o : outstanding)
-    if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))
-      return std::move(err);
-  result.wall = now();
-  result.overhead = std::max(0.0, (result.wall - t0) - result.busy - result.waiting);
-  return result;
+  return llvm::Error::success();
 }
 
 llvm::Expected<RankResult> stagecraft::runtime::executeRank(

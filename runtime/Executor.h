@@ -17,15 +17,28 @@
 
 #include "runtime/Communicator.h"
 
+#include "kernels/Model.h"
 #include "scheduler/Plan.h"
 
 namespace stagecraft::runtime {
 
 namespace sched = ::stagecraft::pipe::sched;
 
+/// Training with the reference model instead of the timed kernel.
+struct TrainOptions {
+  kernels::ModelConfig model;
+  kernels::OptimizerConfig optimizer;
+  int steps = 1;
+  /// Directories to write each stage's gradients after the first step and
+  /// weights after the last (float32, parameters in order); empty: none.
+  std::string dumpGrads, dumpWeights;
+};
+
 struct ExecOptions {
   /// Seconds per schedule time unit.
   double timeUnit = 1e-3;
+  /// When set, computes run the reference model for this many steps.
+  const TrainOptions *train = nullptr;
   /// Fault injection for tests: after this many instructions, the rank
   /// kills itself (SIGKILL). Negative: never.
   int killAfter = -1;
@@ -44,7 +57,23 @@ struct RankResult {
   size_t instructions = 0;
   double overhead = 0.0; // seconds neither computing nor waiting
   std::vector<MeasuredAction> actions;
+  /// Training: per step, the mean loss over microbatches (0 on ranks that
+  /// do not host the last stage).
+  std::vector<double> losses;
 };
+
+/// Bytes a message slot needs for the model: the activation plus room for
+/// the tags around it.
+int64_t trainingMessageBytes(const kernels::ModelConfig &model);
+
+/// Builds the stage models of \p rank (all stages when \p rank < 0).
+llvm::Expected<std::vector<std::pair<int, kernels::Stage>>>
+buildStages(const sched::Plan &plan, int rank, const TrainOptions &train);
+
+/// Writes the parameters (or gradients) of \p stage to \p dir.
+llvm::Error dumpStage(const sched::Plan &plan, int stage,
+                      kernels::Stage &model, const std::string &dir,
+                      bool gradients);
 
 /// Runs rank \p rank of \p plan. \p start is the common time origin.
 /// Fails with a one-line message naming rank, instruction and action.

@@ -24,8 +24,66 @@ using namespace stagecraft::pipe;
 
 static void finish(RunReport &report) {
   report.wall = 0.0;
-  for (const RankResult &r : report.ranks)
+  for (const RankResult &r : report.ranks) {
     report.wall = std::max(report.wall, r.wall);
+    if (report.losses.size() < r.losses.size())
+      report.losses.resize(r.losses.size(), 0.0);
+    // Only the rank of the last stage reports a non-zero loss.
+    for (size_t k = 0; k < r.losses.size(); ++k)
+      report.losses[k] += r.losses[k];
+  }
+}
+
+llvm::Expected<RunReport>
+stagecraft::runtime::runReference(const sched::Plan &plan,
+                                  const TrainOptions &train) {
+  llvm::Expected<std::vector<std::pair<int, kernels::Stage>>> built =
+      buildStages(plan, -1, train);
+  if (!built)
+    return built.takeError();
+  std::vector<std::pair<int, kernels::Stage>> &stages = *built;
+  const int n = static_cast<int>(stages.size());
+  const int64_t floats = train.model.messageBytes() / 4;
+  std::vector<float> a(floats), b(floats);
+  RunReport report;
+  RankResult result;
+  Clock::time_point start = Clock::now();
+  for (int step = 0; step < train.steps; ++step) {
+    for (auto &[index, model] : stages) {
+      model.setStep(step);
+      model.zeroGrad();
+    }
+    double loss = 0.0;
+    for (int mb = 0; mb < plan.microbatches; ++mb) {
+      for (int s = 0; s < n; ++s) {
+        stages[s].second.forward(mb, s ? a.data() : nullptr, b.data());
+        std::swap(a, b);
+      }
+      loss += stages.back().second.loss(mb) / plan.microbatches;
+      for (int s = n - 1; s >= 0; --s) {
+        stages[s].second.backwardInput(mb, s + 1 < n ? a.data() : nullptr,
+                                       b.data());
+        stages[s].second.backwardWeight(mb);
+        std::swap(a, b);
+      }
+    }
+    result.losses.push_back(loss);
+    if (step == 0 && !train.dumpGrads.empty())
+      for (auto &[index, model] : stages)
+        if (llvm::Error err = dumpStage(plan, index, model, train.dumpGrads, true))
+          return std::move(err);
+    for (auto &[index, model] : stages)
+      model.step(train.optimizer);
+  }
+  if (!train.dumpWeights.empty())
+    for (auto &[index, model] : stages)
+      if (llvm::Error err = dumpStage(plan, index, model, train.dumpWeights, false))
+        return std::move(err);
+  result.wall = std::chrono::duration<double>(Clock::now() - start).count();
+  result.busy = result.wall;
+  report.ranks.push_back(std::move(result));
+  finish(report);
+  return report;
 }
 
 llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
@@ -111,6 +169,10 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
   std::vector<double> actions(rank == 0 ? total : 0);
   MPI_Gatherv(mine.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
               offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> losses(result->losses.size(), 0.0);
+  MPI_Reduce(result->losses.data(), losses.data(),
+             static_cast<int>(losses.size()), MPI_DOUBLE, MPI_SUM, 0,
+             MPI_COMM_WORLD);
   RunReport report;
   if (rank != 0) {
     report.ranks.push_back(std::move(*result));
@@ -130,6 +192,7 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
     report.ranks.push_back(std::move(rr));
   }
   finish(report);
+  report.losses = std::move(losses);
   return report;
 }
 #endif
@@ -143,10 +206,14 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   std::string out = fmt::format(
       "ran @{} for @{} on {} ranks ({} backend, 1 time unit = {:.6g} ms)\n",
       plan.schedule, plan.pipeline, plan.numRanks(), backend.str(), unitMs);
-  out += fmt::format("step wall {:.3f} ms, simulated {:.3f} ms, measured / "
-                     "simulated {:.4f}\n",
-                     report.wall * 1e3, simulated,
-                     simulated > 0 ? report.wall * 1e3 / simulated : 1.0);
+  if (options.exec.train)
+    out += fmt::format("wall {:.3f} ms for {} training steps\n",
+                       report.wall * 1e3, options.exec.train->steps);
+  else
+    out += fmt::format("step wall {:.3f} ms, simulated {:.3f} ms, measured / "
+                       "simulated {:.4f}\n",
+                       report.wall * 1e3, simulated,
+                       simulated > 0 ? report.wall * 1e3 / simulated : 1.0);
   out += fmt::format("{:>5}  {:>12}  {:>12}  {:>10}  {:>12}  {:>14}\n", "rank",
                      "busy ms", "sim busy ms", "wait ms", "instructions",
                      "overhead us/op");
@@ -163,6 +230,18 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                        r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
     instructions += r.instructions;
     overhead += r.overhead;
+  }
+  if (options.exec.train) {
+    const TrainOptions &t = *options.exec.train;
+    for (size_t k = 0; k < report.losses.size(); ++k)
+      out += fmt::format("step {} loss {:.6f}\n", k, report.losses[k]);
+    double tokens = static_cast<double>(t.steps) * plan.microbatches *
+                    t.model.tokens();
+    out += fmt::format("trained {} steps x {} microbatches x {} tokens in "
+                       "{:.3f} s: {:.0f} tokens/s\n",
+                       t.steps, plan.microbatches, t.model.tokens(),
+                       report.wall, report.wall > 0 ? tokens / report.wall : 0.0);
+    return out;
   }
   out += fmt::format("runtime overhead {:.2f} us per instruction over {} "
                      "instructions\n",

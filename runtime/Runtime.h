@@ -28,6 +28,8 @@ struct RunReport {
   std::vector<RankResult> ranks;
   /// Longest rank wall time, in seconds.
   double wall = 0.0;
+  /// Training: the mean loss of each step.
+  std::vector<double> losses;
 };
 
 /// Runs all ranks as threads of this process.
@@ -41,6 +43,12 @@ llvm::Expected<RunReport> runLocal(const sched::Plan &plan,
 llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
                                  const RunOptions &options);
 #endif
+
+/// Training only: the sequential reference. All stages in one thread, the
+/// microbatches one after another (F through the stages, then I and W back),
+/// with the same data, optimizer and dumps as a pipelined run.
+llvm::Expected<RunReport> runReference(const sched::Plan &plan,
+                                       const TrainOptions &train);
 
 /// The table of measured against simulated figures.
 std::string formatRunReport(const sched::Plan &plan, const RunReport &report,

@@ -58,14 +58,17 @@ uint64_t messageTag(const Message &m) {
 Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
                                         const Program &program,
                                         llvm::StringRef scheduleName,
-                                        int64_t unitBytes, BufferStats *stats) {
+                                        int64_t unitBytes, BufferStats *stats,
+                                        int64_t minMessageBytes) {
   const int p = program.numRanks(), n = problem.numStages();
   Plan plan;
   plan.pipeline = problem.name;
   plan.schedule = scheduleName.str();
   plan.microbatches = problem.microbatches;
-  for (const Stage &s : problem.stages)
+  for (const Stage &s : problem.stages) {
     plan.stageNames.push_back(s.name);
+    plan.stageLayers.push_back(s.layers);
+  }
   plan.placement = program.placement;
   plan.ranks.resize(p);
   if (llvm::Expected<Timeline> t = simulate(problem, program.computeSchedule())) {
@@ -91,7 +94,10 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     std::map<uint64_t, int> live; // tag -> buffer index
     auto write = [&](uint64_t tag, double units, int at) {
       live[tag] = static_cast<int>(buffers.size());
-      buffers.push_back({tag, bytesOf(units), at, at});
+      int64_t bytes = bytesOf(units);
+      if (tag >> 56 <= static_cast<uint64_t>(BufferKind::Gradient) + 1)
+        bytes = std::max(bytes, minMessageBytes);
+      buffers.push_back({tag, bytes, at, at});
     };
     auto read = [&](uint64_t tag, int at) {
       auto it = live.find(tag);

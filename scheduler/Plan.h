@@ -71,6 +71,8 @@ struct Plan {
   std::string schedule;
   int microbatches = 0;
   std::vector<std::string> stageNames;
+  /// Transformer layers per stage (0: not given).
+  std::vector<int> stageLayers;
   std::vector<int> placement;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;
@@ -95,10 +97,11 @@ struct BufferStats {
 /// stash and message, slots by liveness over each rank's instruction order
 /// (greedy interval colouring, which uses exactly the peak live count), and
 /// a `free` after each buffer's last use. Buffer sizes are the stage's
-/// activation (or weight_grad) times \p unitBytes, at least 64 bytes.
+/// activation (or weight_grad) times \p unitBytes, at least 64 bytes, and
+/// at least \p minMessageBytes for activation and gradient messages.
 Plan buildPlan(const Problem &problem, const Program &program,
                llvm::StringRef scheduleName, int64_t unitBytes,
-               BufferStats *stats = nullptr);
+               BufferStats *stats = nullptr, int64_t minMessageBytes = 64);
 
 /// The plan as versioned JSON.
 std::string writePlan(const Plan &plan);

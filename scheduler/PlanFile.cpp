@@ -94,6 +94,10 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (const std::string &s : plan.stageNames)
         j.value(s);
     });
+    j.attributeArray("layers", [&] {
+      for (int l : plan.stageLayers)
+        j.value(l);
+    });
     j.attributeArray("placement", [&] {
       for (int r : plan.placement)
         j.value(r);
@@ -312,6 +316,17 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
   reader.stages = static_cast<int>(stages->size());
   for (const json::Value &s : *stages)
     plan.stageNames.push_back(s.getAsString().value_or("?").str());
+  plan.stageLayers.assign(stages->size(), 0);
+  if (const json::Array *layers = root->getArray("layers")) {
+    if (layers->size() != stages->size())
+      return reader.fail("layers", "needs one entry per stage");
+    for (size_t s = 0; s < layers->size(); ++s) {
+      std::optional<int64_t> l = (*layers)[s].getAsInteger();
+      if (!l || *l < 0)
+        return reader.fail("layers", "entries must be non-negative integers");
+      plan.stageLayers[s] = static_cast<int>(*l);
+    }
+  }
   const int numRanks = static_cast<int>(ranks->size());
   for (const json::Value &r : *placement) {
     std::optional<int64_t> x = r.getAsInteger();

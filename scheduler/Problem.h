@@ -35,6 +35,8 @@ struct Stage {
   std::optional<double> forwardBackward;
   /// The rank the user pinned this stage to, if any.
   std::optional<int> rank;
+  /// Transformer layers of the stage (for training); 0 when not given.
+  int layers = 0;
 
   double backward() const { return backwardInput + backwardWeight; }
   /// Time saved by overlapping this stage's F with a B: F + B - F&B.

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  libfmt-dev libgtest-dev
+  libfmt-dev libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
 )
 missing=()

@@ -62,7 +62,8 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
         if (++found > 1)
           return op.emitError() << "several pipe.schedule ops match; choose one "
                                    "with --schedule-name";
-        FailureOr<sched::Plan> p = planFromSchedule(op, model, options.unitBytes);
+        FailureOr<sched::Plan> p = planFromSchedule(
+            op, model, options.unitBytes, nullptr, options.minMessageBytes);
         if (failed(p))
           return failure();
         plan = std::move(*p);

@@ -25,6 +25,8 @@ struct CompileOptions {
   /// Which schedule, when the file holds several.
   std::string scheduleName;
   int64_t unitBytes = 4096;
+  /// Smallest activation and gradient message buffer (training payloads).
+  int64_t minMessageBytes = 64;
 };
 
 /// Parses \p path, schedules it if \p options.kind is set, and builds the

@@ -46,6 +46,10 @@ struct TranslateOptions {
   llvm::cl::opt<int64_t> unitBytes{
       "unit-bytes", llvm::cl::init(4096),
       llvm::cl::desc("--pipe-to-plan: bytes per memory unit of the spec")};
+  llvm::cl::opt<int64_t> messageBytes{
+      "message-bytes", llvm::cl::init(64),
+      llvm::cl::desc("--pipe-to-plan: smallest activation/gradient buffer (for "
+                     "stagecraft-run --train, at least the model's message)")};
   llvm::cl::opt<int> timelineWidth{
       "timeline-width", llvm::cl::init(100),
       llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline")};
@@ -128,8 +132,8 @@ static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
                                      const ScheduleModel &model) -> LogicalResult {
     if (options->unitBytes < 1)
       return s.emitError() << "--unit-bytes must be at least 1";
-    FailureOr<sched::Plan> plan =
-        planFromSchedule(s, model, options->unitBytes);
+    FailureOr<sched::Plan> plan = planFromSchedule(
+        s, model, options->unitBytes, nullptr, options->messageBytes);
     if (failed(plan))
       return failure();
     os << sched::writePlan(*plan);

@@ -11,6 +11,7 @@
 #include "translate/PlanCompiler.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -45,6 +46,35 @@ static cl::opt<std::string> timeout(
     cl::desc("stop when no rank progresses for this long (e.g. 60s, 500ms)"));
 static cl::opt<std::string> tracePath(
     "trace", cl::desc("write measured and simulated timelines (Chrome trace)"));
+static cl::OptionCategory trainCategory("Training with the reference model");
+static cl::opt<bool> train("train", cl::cat(trainCategory),
+                           cl::desc("run the reference transformer instead of "
+                                    "the timed kernel"));
+static cl::opt<bool> reference(
+    "reference", cl::cat(trainCategory),
+    cl::desc("with --train: the sequential reference (one thread, microbatch "
+             "after microbatch)"));
+static cl::opt<int> steps("steps", cl::init(1), cl::cat(trainCategory),
+                          cl::desc("training steps"));
+static cl::opt<int> hidden("hidden", cl::init(32), cl::cat(trainCategory));
+static cl::opt<int> heads("heads", cl::init(4), cl::cat(trainCategory));
+static cl::opt<int> sequence("seq", cl::init(16), cl::cat(trainCategory),
+                             cl::desc("sequence length"));
+static cl::opt<int> vocab("vocab", cl::init(64), cl::cat(trainCategory));
+static cl::opt<int> batch("batch", cl::init(2), cl::cat(trainCategory),
+                          cl::desc("sequences per microbatch"));
+static cl::opt<unsigned> seed("seed", cl::init(1), cl::cat(trainCategory));
+static cl::opt<std::string> optimizer("optimizer", cl::init("sgd"),
+                                      cl::cat(trainCategory),
+                                      cl::desc("sgd or adamw"));
+static cl::opt<float> lr("lr", cl::init(0.05f), cl::cat(trainCategory),
+                         cl::desc("learning rate"));
+static cl::opt<std::string> dumpGrads(
+    "dump-grads", cl::cat(trainCategory),
+    cl::desc("directory for each stage's gradients after the first step"));
+static cl::opt<std::string> dumpWeights(
+    "dump-weights", cl::cat(trainCategory),
+    cl::desc("directory for each stage's weights after the last step"));
 static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
                              cl::desc("testing: this rank kills itself"));
 static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
@@ -68,7 +98,7 @@ static Expected<double> parseDuration(StringRef text, StringRef what) {
   return value * scale;
 }
 
-static Expected<sched::Plan> loadInput() {
+static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
     stagecraft::pipe::CompileOptions options;
     options.kind = scheduleKind;
@@ -76,6 +106,7 @@ static Expected<sched::Plan> loadInput() {
     options.memoryLimit = memoryLimit;
     options.scheduleName = scheduleName;
     options.unitBytes = unitBytes;
+    options.minMessageBytes = minMessageBytes;
     return stagecraft::pipe::compileSpecFile(input, options);
   }
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
@@ -101,17 +132,46 @@ static int run(int rank) {
   Expected<double> limit = parseDuration(timeout, "timeout");
   if (!limit)
     return fail(limit.takeError());
-  Expected<sched::Plan> plan = loadInput();
+  stagecraft::runtime::TrainOptions training;
+  if (train) {
+    training.model.hidden = hidden;
+    training.model.heads = heads;
+    training.model.sequence = sequence;
+    training.model.vocab = vocab;
+    training.model.batch = batch;
+    training.model.seed = seed;
+    training.steps = steps;
+    training.dumpGrads = dumpGrads;
+    training.dumpWeights = dumpWeights;
+    training.optimizer.lr = lr;
+    if (optimizer == "adamw")
+      training.optimizer.kind = stagecraft::kernels::OptimizerConfig::Kind::AdamW;
+    else if (optimizer != "sgd")
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "--optimizer=" + optimizer +
+                                        ": expected sgd or adamw"));
+    if (steps < 1)
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "--steps must be at least 1"));
+  }
+  Expected<sched::Plan> plan = loadInput(
+      train ? stagecraft::runtime::trainingMessageBytes(training.model) : 64);
   if (!plan)
     return fail(plan.takeError());
+  training.model.microbatches = plan->microbatches;
   stagecraft::runtime::RunOptions options;
   options.exec.timeUnit = *unit;
+  options.exec.train = train ? &training : nullptr;
   options.timeout = *limit;
   options.tracePath = tracePath;
   if (killRank >= 0 && killRank == rank)
     options.exec.killAfter = killAfter;
+  if (reference && !train)
+    return fail(createStringError(inconvertibleErrorCode(),
+                                  "--reference needs --train"));
   Expected<stagecraft::runtime::RunReport> report =
-      backend == "local"
+      reference ? stagecraft::runtime::runReference(*plan, training)
+      : backend == "local"
           ? stagecraft::runtime::runLocal(*plan, options)
 #ifdef STAGECRAFT_HAVE_MPI
           : stagecraft::runtime::runMpi(*plan, options);
@@ -123,8 +183,18 @@ static int run(int rank) {
     return fail(report.takeError());
   if (rank != 0)
     return 0;
-  outs() << stagecraft::runtime::formatRunReport(*plan, *report, options,
-                                                 backend);
+  outs() << stagecraft::runtime::formatRunReport(
+      *plan, *report, options,
+      reference ? std::string("sequential reference") : std::string(backend));
+  if (train && !dumpGrads.empty()) {
+    std::error_code ec;
+    raw_fd_ostream os(dumpGrads + "/losses.txt", ec);
+    if (ec)
+      return fail(createStringError(ec, "cannot write " + dumpGrads +
+                                            "/losses.txt"));
+    for (double loss : report->losses)
+      os << format("%.9g\n", loss);
+  }
   if (!tracePath.empty()) {
     if (Error err = stagecraft::runtime::writeRunTrace(*plan, *report, options))
       return fail(std::move(err));

@@ -1,0 +1,546 @@
+//===- Model.cpp - Reference transformer stages with split backward -------===//
+//
+// Shapes: T = batch x sequence tokens per microbatch, H hidden, F = 4H, V
+// vocab. Row-major matrices; a linear layer is Y = X W with W of in x out.
+// For every linear layer, I computes dX = dY W^T and keeps dY; W computes
+// dW += X^T dY from the X kept by F. RMSNorm gains and embeddings follow the
+// same split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Model.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+using namespace stagecraft::kernels;
+
+llvm::Error ModelConfig::validate() const {
+  auto fail = [](std::string what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+  };
+  if (hidden < 1 || heads < 1 || hidden % heads != 0)
+    return fail(fmt::format("hidden ({}) must be a positive multiple of heads "
+                            "({})",
+                            hidden, heads));
+  if (sequence < 1 || vocab < 2 || batch < 1 || microbatches < 1)
+    return fail(fmt::format("sequence ({}), batch ({}) and microbatches ({}) "
+                            "must be at least 1 and vocab ({}) at least 2",
+                            sequence, batch, microbatches, vocab));
+  return llvm::Error::success();
+}
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+int stagecraft::kernels::syntheticToken(const ModelConfig &c, int step, int mb,
+                                        int t) {
+  uint64_t h = mix(c.seed ^ mix(step * 1000003ULL + mb * 7919ULL + t));
+  return static_cast<int>(h % static_cast<uint64_t>(c.vocab));
+}
+
+int stagecraft::kernels::syntheticTarget(const ModelConfig &c, int step, int mb,
+                                         int t) {
+  // A fixed map of the current token: learnable, so the loss goes down.
+  return (syntheticToken(c, step, mb, t) * 7 + 3) % c.vocab;
+}
+
+namespace {
+/// C (m x n) (+)= op(A) op(B) with A m x k, B k x n after the ops.
+void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
+          const float *b, float *c, bool accumulate) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+              transA ? m : k, b, transB ? k : n, accumulate ? 1.0f : 0.0f, c, n);
+}
+
+void initUniform(std::vector<float> &w, uint64_t seed, float scale) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint64_t h = mix(seed ^ mix(i));
+    double u = (h >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
+    w[i] = static_cast<float>((2.0 * u - 1.0) * scale);
+  }
+}
+
+constexpr float kEps = 1e-5f;
+
+/// y = x / rms(x) * g per row; keeps xhat and 1/rms.
+void rmsForward(int rows, int cols, const float *x, const float *g, float *y,
+                float *xhat, float *inv) {
+  for (int r = 0; r < rows; ++r) {
+    const float *xr = x + static_cast<size_t>(r) * cols;
+    double ss = 0;
+    for (int c = 0; c < cols; ++c)
+      ss += static_cast<double>(xr[c]) * xr[c];
+    float iv = 1.0f / std::sqrt(static_cast<float>(ss / cols) + kEps);
+    inv[r] = iv;
+    for (int c = 0; c < cols; ++c) {
+      float xh = xr[c] * iv;
+      xhat[static_cast<size_t>(r) * cols + c] = xh;
+      y[static_cast<size_t>(r) * cols + c] = xh * g[c];
+    }
+  }
+}
+
+/// dx (+)= input gradient of RMSNorm given dy.
+void rmsBackwardInput(int rows, int cols, const float *dy, const float *g,
+                      const float *xhat, const float *inv, float *dx,
+                      bool accumulate) {
+  for (int r = 0; r < rows; ++r) {
+    size_t o = static_cast<size_t>(r) * cols;
+    double dot = 0;
+    for (int c = 0; c < cols; ++c)
+      dot += static_cast<double>(dy[o + c]) * g[c] * xhat[o + c];
+    float mean = static_cast<float>(dot / cols);
+    for (int c = 0; c < cols; ++c) {
+      float v = inv[r] * (dy[o + c] * g[c] - xhat[o + c] * mean);
+      dx[o + c] = accumulate ? dx[o + c] + v : v;
+    }
+  }
+}
+
+void rmsBackwardWeight(int rows, int cols, const float *dy, const float *xhat,
+                       float *dg) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      dg[c] += dy[static_cast<size_t>(r) * cols + c] *
+               xhat[static_cast<size_t>(r) * cols + c];
+}
+
+float gelu(float u) {
+  const float k = 0.7978845608f;
+  return 0.5f * u * (1.0f + std::tanh(k * (u + 0.044715f * u * u * u)));
+}
+
+float geluGrad(float u) {
+  const float k = 0.7978845608f;
+  float inner = k * (u + 0.044715f * u * u * u);
+  float t = std::tanh(inner);
+  return 0.5f * (1.0f + t) +
+         0.5f * u * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * u * u);
+}
+
+using Vec = std::vector<float>;
+
+struct BlockParams {
+  Parameter *g1, *wqkv, *wo, *g2, *w1, *w2;
+};
+
+/// What a block keeps between F, I and W for one microbatch.
+struct BlockStash {
+  Vec x, xhat1, inv1, h1, qkv, probs, attn, x1, xhat2, inv2, h2, u, act;
+  Vec dqkv, dy1, dh1, dh2, du, dy2;
+};
+
+struct MicrobatchStash {
+  std::vector<BlockStash> blocks;
+  // First stage: the embedded tokens; W needs the gradient of the sum.
+  std::vector<int> tokens;
+  Vec dEmbedded;
+  // Last stage: final norm and head.
+  Vec xf, xhatf, invf, hf, logits, dlogits, dhf;
+};
+} // namespace
+
+struct Stage::Impl {
+  ModelConfig c;
+  int index, numStages, firstLayer, layers;
+  bool first, last;
+  int step = 0;
+  std::vector<Parameter> params;
+  std::vector<BlockParams> blocks;
+  Parameter *embedding = nullptr, *position = nullptr, *gf = nullptr,
+            *head = nullptr;
+  std::map<int, MicrobatchStash> stash;
+  std::map<int, double> losses;
+  int adamSteps = 0;
+
+  void add(std::string name, size_t size, uint64_t seed, float scale,
+           float constant = 0.0f) {
+    Parameter p;
+    p.name = std::move(name);
+    p.value.assign(size, constant);
+    if (scale > 0)
+      initUniform(p.value, seed, scale);
+    p.grad.assign(size, 0.0f);
+    params.push_back(std::move(p));
+  }
+
+  void blockForward(const BlockParams &w, BlockStash &s, const float *in,
+                    float *out);
+  void blockBackwardInput(const BlockParams &w, BlockStash &s,
+                          const float *dout, float *din);
+  void blockBackwardWeight(const BlockParams &w, BlockStash &s);
+};
+
+Stage::Stage(const ModelConfig &config, int index, int numStages,
+             int firstLayer, int layers)
+    : impl(std::make_unique<Impl>()) {
+  Impl &m = *impl;
+  m.c = config;
+  m.index = index;
+  m.numStages = numStages;
+  m.firstLayer = firstLayer;
+  m.layers = layers;
+  m.first = index == 0;
+  m.last = index == numStages - 1;
+  const int H = config.hidden, F = config.ffn(), V = config.vocab;
+  const uint64_t seed = config.seed;
+  // Names carry the global layer so that any split seeds the same weights.
+  // Pointers are taken once every parameter exists (the vector is final).
+  if (m.first) {
+    m.add("embedding", static_cast<size_t>(V) * H, mix(seed + 11), 0.5f);
+    m.add("position", static_cast<size_t>(config.sequence) * H, mix(seed + 13),
+          0.1f);
+  }
+  for (int l = firstLayer; l < firstLayer + layers; ++l) {
+    uint64_t ls = mix(seed + 1000 * (l + 1));
+    m.add(fmt::format("layer{}.norm1", l), H, 0, 0.0f, 1.0f);
+    m.add(fmt::format("layer{}.wqkv", l), static_cast<size_t>(H) * 3 * H,
+          mix(ls + 1), 1.0f / std::sqrt(static_cast<float>(H)));
+    m.add(fmt::format("layer{}.wo", l), static_cast<size_t>(H) * H, mix(ls + 2),
+          1.0f / std::sqrt(static_cast<float>(H)));
+    m.add(fmt::format("layer{}.norm2", l), H, 0, 0.0f, 1.0f);
+    m.add(fmt::format("layer{}.w1", l), static_cast<size_t>(H) * F, mix(ls + 3),
+          1.0f / std::sqrt(static_cast<float>(H)));
+    m.add(fmt::format("layer{}.w2", l), static_cast<size_t>(F) * H, mix(ls + 4),
+          1.0f / std::sqrt(static_cast<float>(F)));
+  }
+  if (m.last) {
+    m.add("final_norm", H, 0, 0.0f, 1.0f);
+    m.add("head", static_cast<size_t>(H) * V, mix(seed + 17),
+          1.0f / std::sqrt(static_cast<float>(H)));
+  }
+  size_t k = 0;
+  if (m.first) {
+    m.embedding = &m.params[k++];
+    m.position = &m.params[k++];
+  }
+  for (int l = 0; l < layers; ++l) {
+    BlockParams b;
+    b.g1 = &m.params[k++];
+    b.wqkv = &m.params[k++];
+    b.wo = &m.params[k++];
+    b.g2 = &m.params[k++];
+    b.w1 = &m.params[k++];
+    b.w2 = &m.params[k++];
+    m.blocks.push_back(b);
+  }
+  if (m.last) {
+    m.gf = &m.params[k++];
+    m.head = &m.params[k++];
+  }
+}
+
+Stage::~Stage() = default;
+Stage::Stage(Stage &&) noexcept = default;
+Stage &Stage::operator=(Stage &&) noexcept = default;
+
+void Stage::setStep(int step) { impl->step = step; }
+
+std::vector<Parameter> &Stage::parameters() { return impl->params; }
+
+void Stage::zeroGrad() {
+  for (Parameter &p : impl->params)
+    std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+}
+
+void Stage::step(const OptimizerConfig &o) {
+  Impl &m = *impl;
+  if (o.kind == OptimizerConfig::Kind::SGD) {
+    for (Parameter &p : m.params)
+      for (size_t i = 0; i < p.value.size(); ++i)
+        p.value[i] -= o.lr * p.grad[i];
+    return;
+  }
+  ++m.adamSteps;
+  float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(m.adamSteps));
+  float c2 = 1.0f - std::pow(o.beta2, static_cast<float>(m.adamSteps));
+  for (Parameter &p : m.params) {
+    if (p.adamM.empty()) {
+      p.adamM.assign(p.value.size(), 0.0f);
+      p.adamV.assign(p.value.size(), 0.0f);
+    }
+    for (size_t i = 0; i < p.value.size(); ++i) {
+      float g = p.grad[i];
+      p.adamM[i] = o.beta1 * p.adamM[i] + (1 - o.beta1) * g;
+      p.adamV[i] = o.beta2 * p.adamV[i] + (1 - o.beta2) * g * g;
+      float mh = p.adamM[i] / c1, vh = p.adamV[i] / c2;
+      p.value[i] -= o.lr * (mh / (std::sqrt(vh) + o.eps) +
+                            o.weightDecay * p.value[i]);
+    }
+  }
+}
+
+void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
+                               const float *in, float *out) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
+            B = c.batch, nh = c.heads, dh = H / nh;
+  s.x.assign(in, in + static_cast<size_t>(T) * H);
+  s.xhat1.resize(static_cast<size_t>(T) * H);
+  s.inv1.resize(T);
+  s.h1.resize(static_cast<size_t>(T) * H);
+  rmsForward(T, H, s.x.data(), w.g1->value.data(), s.h1.data(), s.xhat1.data(),
+             s.inv1.data());
+  s.qkv.resize(static_cast<size_t>(T) * 3 * H);
+  gemm(false, false, T, 3 * H, H, s.h1.data(), w.wqkv->value.data(),
+       s.qkv.data(), false);
+  // Causal attention per sequence and head.
+  s.probs.assign(static_cast<size_t>(B) * nh * S * S, 0.0f);
+  s.attn.assign(static_cast<size_t>(T) * H, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < nh; ++h) {
+      float *P = s.probs.data() + (static_cast<size_t>(b) * nh + h) * S * S;
+      for (int i = 0; i < S; ++i) {
+        const float *q = &s.qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
+        float mx = -INFINITY;
+        for (int j = 0; j <= i; ++j) {
+          const float *k =
+              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
+          float dot = 0;
+          for (int d = 0; d < dh; ++d)
+            dot += q[d] * k[d];
+          P[i * S + j] = dot * scale;
+          mx = std::max(mx, P[i * S + j]);
+        }
+        float sum = 0;
+        for (int j = 0; j <= i; ++j)
+          sum += P[i * S + j] = std::exp(P[i * S + j] - mx);
+        for (int j = 0; j <= i; ++j)
+          P[i * S + j] /= sum;
+        float *o = &s.attn[(static_cast<size_t>(b) * S + i) * H + h * dh];
+        for (int j = 0; j <= i; ++j) {
+          const float *v =
+              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
+          for (int d = 0; d < dh; ++d)
+            o[d] += P[i * S + j] * v[d];
+        }
+      }
+    }
+  s.x1 = s.x;
+  gemm(false, false, T, H, H, s.attn.data(), w.wo->value.data(), s.x1.data(),
+       true);
+  s.xhat2.resize(static_cast<size_t>(T) * H);
+  s.inv2.resize(T);
+  s.h2.resize(static_cast<size_t>(T) * H);
+  rmsForward(T, H, s.x1.data(), w.g2->value.data(), s.h2.data(),
+             s.xhat2.data(), s.inv2.data());
+  s.u.resize(static_cast<size_t>(T) * F);
+  gemm(false, false, T, F, H, s.h2.data(), w.w1->value.data(), s.u.data(),
+       false);
+  s.act.resize(s.u.size());
+  for (size_t i = 0; i < s.u.size(); ++i)
+    s.act[i] = gelu(s.u[i]);
+  std::copy(s.x1.begin(), s.x1.end(), out);
+  gemm(false, false, T, H, F, s.act.data(), w.w2->value.data(), out, true);
+}
+
+void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
+                                     const float *dout, float *din) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
+            B = c.batch, nh = c.heads, dh = H / nh;
+  // MLP: out = x1 + gelu(h2 W1) W2.
+  s.dy2.assign(dout, dout + static_cast<size_t>(T) * H);
+  Vec dact(static_cast<size_t>(T) * F);
+  gemm(false, true, T, F, H, s.dy2.data(), w.w2->value.data(), dact.data(),
+       false);
+  s.du.resize(dact.size());
+  for (size_t i = 0; i < dact.size(); ++i)
+    s.du[i] = dact[i] * geluGrad(s.u[i]);
+  s.dh2.resize(static_cast<size_t>(T) * H);
+  gemm(false, true, T, H, F, s.du.data(), w.w1->value.data(), s.dh2.data(),
+       false);
+  Vec dx1(s.dy2);
+  rmsBackwardInput(T, H, s.dh2.data(), w.g2->value.data(), s.xhat2.data(),
+                   s.inv2.data(), dx1.data(), true);
+  // Attention: x1 = x + attn Wo.
+  s.dy1 = dx1;
+  Vec dattn(static_cast<size_t>(T) * H);
+  gemm(false, true, T, H, H, s.dy1.data(), w.wo->value.data(), dattn.data(),
+       false);
+  s.dqkv.assign(static_cast<size_t>(T) * 3 * H, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  Vec dP(S);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < nh; ++h) {
+      const float *P = s.probs.data() + (static_cast<size_t>(b) * nh + h) * S * S;
+      for (int i = 0; i < S; ++i) {
+        const float *dO = &dattn[(static_cast<size_t>(b) * S + i) * H + h * dh];
+        float rowDot = 0;
+        for (int j = 0; j <= i; ++j) {
+          const float *v =
+              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
+          float *dv =
+              &s.dqkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
+          float dot = 0;
+          for (int d = 0; d < dh; ++d) {
+            dot += dO[d] * v[d];
+            dv[d] += P[i * S + j] * dO[d];
+          }
+          dP[j] = dot;
+          rowDot += dot * P[i * S + j];
+        }
+        const float *q = &s.qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
+        float *dq = &s.dqkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
+        for (int j = 0; j <= i; ++j) {
+          float dS = P[i * S + j] * (dP[j] - rowDot) * scale;
+          const float *k =
+              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
+          float *dk =
+              &s.dqkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
+          for (int d = 0; d < dh; ++d) {
+            dq[d] += dS * k[d];
+            dk[d] += dS * q[d];
+          }
+        }
+      }
+    }
+  s.dh1.resize(static_cast<size_t>(T) * H);
+  gemm(false, true, T, H, 3 * H, s.dqkv.data(), w.wqkv->value.data(),
+       s.dh1.data(), false);
+  std::copy(dx1.begin(), dx1.end(), din);
+  rmsBackwardInput(T, H, s.dh1.data(), w.g1->value.data(), s.xhat1.data(),
+                   s.inv1.data(), din, true);
+  // What only F needed goes; W keeps its inputs and output gradients.
+  Vec().swap(s.probs);
+  Vec().swap(s.u);
+  Vec().swap(s.x);
+  Vec().swap(s.x1);
+}
+
+void Stage::Impl::blockBackwardWeight(const BlockParams &w, BlockStash &s) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn();
+  gemm(true, false, F, H, T, s.act.data(), s.dy2.data(), w.w2->grad.data(),
+       true);
+  gemm(true, false, H, F, T, s.h2.data(), s.du.data(), w.w1->grad.data(), true);
+  rmsBackwardWeight(T, H, s.dh2.data(), s.xhat2.data(), w.g2->grad.data());
+  gemm(true, false, H, H, T, s.attn.data(), s.dy1.data(), w.wo->grad.data(),
+       true);
+  gemm(true, false, H, 3 * H, T, s.h1.data(), s.dqkv.data(),
+       w.wqkv->grad.data(), true);
+  rmsBackwardWeight(T, H, s.dh1.data(), s.xhat1.data(), w.g1->grad.data());
+}
+
+void Stage::forward(int mb, const float *input, float *output) {
+  Impl &m = *impl;
+  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
+  MicrobatchStash &st = m.stash[mb];
+  st.blocks.assign(m.blocks.size(), BlockStash{});
+  Vec x(static_cast<size_t>(T) * H);
+  if (m.first) {
+    st.tokens.resize(T);
+    for (int t = 0; t < T; ++t) {
+      int tok = syntheticToken(m.c, m.step, mb, t);
+      st.tokens[t] = tok;
+      int pos = t % m.c.sequence;
+      for (int h = 0; h < H; ++h)
+        x[static_cast<size_t>(t) * H + h] =
+            m.embedding->value[static_cast<size_t>(tok) * H + h] +
+            m.position->value[static_cast<size_t>(pos) * H + h];
+    }
+  } else {
+    std::copy(input, input + x.size(), x.begin());
+  }
+  Vec y(x.size());
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    m.blockForward(m.blocks[l], st.blocks[l], x.data(), y.data());
+    std::swap(x, y);
+  }
+  if (!m.last) {
+    std::copy(x.begin(), x.end(), output);
+    return;
+  }
+  st.xf = x;
+  st.xhatf.resize(x.size());
+  st.invf.resize(T);
+  st.hf.resize(x.size());
+  rmsForward(T, H, st.xf.data(), m.gf->value.data(), st.hf.data(),
+             st.xhatf.data(), st.invf.data());
+  st.logits.resize(static_cast<size_t>(T) * V);
+  gemm(false, false, T, V, H, st.hf.data(), m.head->value.data(),
+       st.logits.data(), false);
+  // Cross-entropy, mean over tokens; the step's loss is the mean over
+  // microbatches, so each microbatch's gradient carries 1 / (T x m).
+  st.dlogits.resize(st.logits.size());
+  double loss = 0;
+  const float norm = 1.0f / (static_cast<float>(T) * m.c.microbatches);
+  for (int t = 0; t < T; ++t) {
+    float *row = &st.logits[static_cast<size_t>(t) * V];
+    float mx = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v)
+      sum += std::exp(static_cast<double>(row[v] - mx));
+    int target = syntheticTarget(m.c, m.step, mb, t);
+    loss += std::log(sum) + mx - row[target];
+    for (int v = 0; v < V; ++v) {
+      float p = static_cast<float>(std::exp(row[v] - mx) / sum);
+      st.dlogits[static_cast<size_t>(t) * V + v] =
+          (p - (v == target ? 1.0f : 0.0f)) * norm;
+    }
+  }
+  m.losses[mb] = loss / T;
+}
+
+void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
+  Impl &m = *impl;
+  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
+  MicrobatchStash &st = m.stash.at(mb);
+  Vec dx(static_cast<size_t>(T) * H);
+  if (m.last) {
+    st.dhf.resize(static_cast<size_t>(T) * H);
+    gemm(false, true, T, H, V, st.dlogits.data(), m.head->value.data(),
+         st.dhf.data(), false);
+    rmsBackwardInput(T, H, st.dhf.data(), m.gf->value.data(), st.xhatf.data(),
+                     st.invf.data(), dx.data(), false);
+  } else {
+    std::copy(outputGrad, outputGrad + dx.size(), dx.begin());
+  }
+  Vec din(dx.size());
+  for (size_t l = m.blocks.size(); l-- > 0;) {
+    m.blockBackwardInput(m.blocks[l], st.blocks[l], dx.data(), din.data());
+    std::swap(dx, din);
+  }
+  if (m.first)
+    st.dEmbedded = dx;
+  else
+    std::copy(dx.begin(), dx.end(), inputGrad);
+}
+
+void Stage::backwardWeight(int mb) {
+  Impl &m = *impl;
+  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
+  auto it = m.stash.find(mb);
+  assert(it != m.stash.end() && "W before F");
+  MicrobatchStash &st = it->second;
+  if (m.last) {
+    gemm(true, false, H, V, T, st.hf.data(), st.dlogits.data(),
+         m.head->grad.data(), true);
+    rmsBackwardWeight(T, H, st.dhf.data(), st.xhatf.data(), m.gf->grad.data());
+  }
+  for (size_t l = m.blocks.size(); l-- > 0;)
+    m.blockBackwardWeight(m.blocks[l], st.blocks[l]);
+  if (m.first)
+    for (int t = 0; t < T; ++t) {
+      int pos = t % m.c.sequence;
+      for (int h = 0; h < H; ++h) {
+        float g = st.dEmbedded[static_cast<size_t>(t) * H + h];
+        m.embedding->grad[static_cast<size_t>(st.tokens[t]) * H + h] += g;
+        m.position->grad[static_cast<size_t>(pos) * H + h] += g;
+      }
+    }
+  m.stash.erase(it);
+}
+
+double Stage::loss(int mb) const {
+  auto it = impl->losses.find(mb);
+  return it == impl->losses.end() ? 0.0 : it->second;
+}

@@ -1,0 +1,99 @@
+//===- Model.h - Reference transformer stages with split backward -*- C++ -*-===//
+//
+// A small decoder-only transformer in fp32, cut into pipeline stages by layer
+// counts: token + position embedding on the first stage, blocks of RMSNorm,
+// causal multi-head self-attention and a GELU MLP with residuals, and a final
+// RMSNorm, LM head and cross-entropy on the last. Every piece has a forward,
+// a backward for its input (I) and a backward for its weights (W) that run as
+// separate calls: I stashes the output gradients that W needs, so zero-bubble
+// schedules can defer W. GEMMs go through OpenBLAS. Parameters are seeded per
+// global layer, so any split into stages computes the same model, and the
+// data is synthetic and seeded per (step, microbatch).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_KERNELS_MODEL_H
+#define STAGECRAFT_KERNELS_MODEL_H
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stagecraft::kernels {
+
+struct ModelConfig {
+  int hidden = 32;
+  int heads = 4;
+  int sequence = 16;
+  int vocab = 64;
+  /// Sequences per microbatch.
+  int batch = 2;
+  /// Microbatches per step (the loss is their mean).
+  int microbatches = 1;
+  uint64_t seed = 1;
+
+  int tokens() const { return batch * sequence; }
+  int ffn() const { return 4 * hidden; }
+  /// Bytes of one activation or gradient message (tokens x hidden floats).
+  int64_t messageBytes() const {
+    return static_cast<int64_t>(tokens()) * hidden * 4;
+  }
+  /// Fails naming the size that is out of range.
+  llvm::Error validate() const;
+};
+
+struct Parameter {
+  std::string name;
+  std::vector<float> value, grad, adamM, adamV;
+};
+
+struct OptimizerConfig {
+  enum class Kind { SGD, AdamW } kind = Kind::SGD;
+  float lr = 0.05f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.01f;
+};
+
+class Stage {
+public:
+  /// Stage \p index of \p numStages, holding global layers
+  /// [firstLayer, firstLayer + layers).
+  Stage(const ModelConfig &config, int index, int numStages, int firstLayer,
+        int layers);
+  ~Stage();
+  Stage(Stage &&) noexcept;
+  Stage &operator=(Stage &&) noexcept;
+
+  /// The step whose data the first stage embeds.
+  void setStep(int step);
+  /// F: \p input is the previous stage's output (tokens x hidden), null on
+  /// the first stage; \p output is written unless this is the last stage.
+  void forward(int mb, const float *input, float *output);
+  /// I: \p outputGrad is the next stage's input gradient, null on the last
+  /// stage (the loss starts it); \p inputGrad is written unless first.
+  void backwardInput(int mb, const float *outputGrad, float *inputGrad);
+  /// W: accumulates this microbatch's weight gradients.
+  void backwardWeight(int mb);
+  /// Cross-entropy of microbatch \p mb (last stage, after its forward).
+  double loss(int mb) const;
+
+  std::vector<Parameter> &parameters();
+  void zeroGrad();
+  void step(const OptimizerConfig &optimizer);
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+/// The token and target of position \p t of microbatch \p mb in \p step.
+int syntheticToken(const ModelConfig &config, int step, int mb, int t);
+int syntheticTarget(const ModelConfig &config, int step, int mb, int t);
+
+} // namespace stagecraft::kernels
+
+#endif // STAGECRAFT_KERNELS_MODEL_H
