@@ -16,8 +16,13 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+#include <fmt/format.h>
 
 using namespace mlir;
 using namespace stagecraft::pipe;
@@ -76,4 +81,97 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
                     ? "holds no pipe.schedule; pass --schedule=KIND"
                     : "no schedule was produced");
   return std::move(*plan);
+}
+
+llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
+                                             const kernels::ModelConfig &config,
+                                             int steps, llvm::StringRef output) {
+  auto fail = [&](const std::string &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path.str() + ": " + what);
+  };
+  if (llvm::Error err = config.validate())
+    return err;
+  MLIRContext context;
+  context.loadDialect<PipeDialect>();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(path, sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse the spec");
+  for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
+    std::vector<StageOp> ops(pipeline.getStages().begin(),
+                             pipeline.getStages().end());
+    kernels::ModelConfig c = config;
+    c.microbatches = static_cast<int>(pipeline.getMicrobatches());
+    std::vector<kernels::Stage> stages;
+    int first = 0;
+    for (size_t s = 0; s < ops.size(); ++s) {
+      IntegerAttr layers = ops[s].getLayersAttr();
+      if (!layers)
+        return fail(fmt::format("stage @{} has no layers(N); profiling needs "
+                                "the layer count of every stage",
+                                ops[s].getSymName().str()));
+      stages.emplace_back(c, static_cast<int>(s), static_cast<int>(ops.size()),
+                          first, static_cast<int>(layers.getInt()));
+      first += static_cast<int>(layers.getInt());
+    }
+    const size_t n = stages.size();
+    std::vector<double> f(n, 0), i(n, 0), w(n, 0);
+    std::vector<float> a(c.messageBytes() / 4), b(a.size());
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::time_point t0) {
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0)
+          .count();
+    };
+    for (int step = 0; step <= steps; ++step) {
+      bool timed = step > 0; // the first step warms caches up
+      for (kernels::Stage &st : stages) {
+        st.setStep(step);
+        st.zeroGrad();
+      }
+      for (int mb = 0; mb < c.microbatches; ++mb) {
+        for (size_t s = 0; s < n; ++s) {
+          auto t0 = Clock::now();
+          stages[s].forward(mb, s ? a.data() : nullptr, b.data());
+          if (timed)
+            f[s] += ms(t0);
+          std::swap(a, b);
+        }
+        for (size_t s = n; s-- > 0;) {
+          auto t0 = Clock::now();
+          stages[s].backwardInput(mb, s + 1 < n ? a.data() : nullptr, b.data());
+          if (timed)
+            i[s] += ms(t0);
+          t0 = Clock::now();
+          stages[s].backwardWeight(mb);
+          if (timed)
+            w[s] += ms(t0);
+          std::swap(a, b);
+        }
+      }
+    }
+    Builder builder(&context);
+    double count = static_cast<double>(steps) * c.microbatches;
+    for (size_t s = 0; s < n; ++s) {
+      // Milliseconds, to four significant digits.
+      auto round = [](double v) {
+        return v > 0 ? std::stod(fmt::format("{:.4g}", v)) : 0.0;
+      };
+      ops[s].setForwardAttr(builder.getF64FloatAttr(round(f[s] / count)));
+      ops[s].setBackwardInputAttr(builder.getF64FloatAttr(round(i[s] / count)));
+      ops[s].setBackwardWeightAttr(builder.getF64FloatAttr(round(w[s] / count)));
+    }
+  }
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      openOutputFile(output, &error);
+  if (!out)
+    return fail(error);
+  out->os() << "// Costs measured by stagecraft-run --profile in milliseconds.\n";
+  module->print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return llvm::Error::success();
 }

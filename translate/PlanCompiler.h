@@ -10,6 +10,7 @@
 
 #include "passes/ScheduleLookup.h"
 
+#include "kernels/Model.h"
 #include "scheduler/Plan.h"
 
 #include <string>
@@ -33,6 +34,15 @@ struct CompileOptions {
 /// plan. MLIR diagnostics go to stderr; the error then says what failed.
 llvm::Expected<sched::Plan> compileSpecFile(llvm::StringRef path,
                                             const CompileOptions &options);
+
+/// Measures F, I and W of every stage of the spec at \p path with the
+/// reference model (\p model sizes, \p steps timed steps after one warm-up
+/// step, sequentially on this thread) and writes the spec to \p output with
+/// each stage's `cost(...)` replaced by the measured milliseconds, so that
+/// `--pipe-schedule` (and `auto`) schedule from real costs.
+llvm::Error profileSpecFile(llvm::StringRef path,
+                            const kernels::ModelConfig &model, int steps,
+                            llvm::StringRef output);
 
 } // namespace stagecraft::pipe
 

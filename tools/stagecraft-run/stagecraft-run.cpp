@@ -75,6 +75,11 @@ static cl::opt<std::string> dumpGrads(
 static cl::opt<std::string> dumpWeights(
     "dump-weights", cl::cat(trainCategory),
     cl::desc("directory for each stage's weights after the last step"));
+static cl::opt<std::string> profile(
+    "profile", cl::cat(trainCategory), cl::ValueOptional,
+    cl::desc("with --train and a spec: measure F, I, W of every stage and "
+             "write the spec with measured costs (ms) to this file (default "
+             "stdout); runs nothing else"));
 static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
                              cl::desc("testing: this rank kills itself"));
 static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
@@ -153,6 +158,16 @@ static int run(int rank) {
     if (steps < 1)
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--steps must be at least 1"));
+  }
+  if (profile.getNumOccurrences()) {
+    if (!train)
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "--profile needs --train"));
+    if (Error err = stagecraft::pipe::profileSpecFile(
+            input, training.model, steps,
+            profile.empty() ? StringRef("-") : StringRef(profile)))
+      return fail(std::move(err));
+    return 0;
   }
   Expected<sched::Plan> plan = loadInput(
       train ? stagecraft::runtime::trainingMessageBytes(training.model) : 64);
