@@ -75,10 +75,10 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
   return stages;
 }
 
-llvm::Error stagecraft::runtime::dumpStage(const sched::Plan &plan, int stage,
-                                           kernels::Stage &model,
-                                           const std::string &dir,
-                                           bool gradients) {
+/// Writes the parameters (or gradients) of \p stage to \p dir.
+static llvm::Error dumpStage(const sched::Plan &plan, int stage,
+                             kernels::Stage &model, const std::string &dir,
+                             bool gradients) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create " + dir);
   std::string path = fmt::format("{}/{}-{}.bin", dir,
@@ -93,6 +93,44 @@ llvm::Error stagecraft::runtime::dumpStage(const sched::Plan &plan, int stage,
     os.write(reinterpret_cast<const char *>(v.data()), v.size() * 4);
   }
   return llvm::Error::success();
+}
+
+llvm::Error stagecraft::runtime::trainSteps(
+    const sched::Plan &plan, std::vector<std::pair<int, kernels::Stage>> &stages,
+    const TrainOptions &train, llvm::function_ref<llvm::Error()> pass,
+    std::vector<double> &losses) {
+  const int last = static_cast<int>(plan.stageNames.size()) - 1;
+  kernels::Stage *lastStage = nullptr;
+  for (auto &[index, model] : stages)
+    if (index == last)
+      lastStage = &model;
+  auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
+    if (dir.empty())
+      return llvm::Error::success();
+    for (auto &[index, model] : stages)
+      if (llvm::Error err = dumpStage(plan, index, model, dir, gradients))
+        return err;
+    return llvm::Error::success();
+  };
+  for (int step = 0; step < train.steps; ++step) {
+    for (auto &[index, model] : stages) {
+      model.setStep(step);
+      model.zeroGrad();
+    }
+    if (llvm::Error err = pass())
+      return err;
+    double loss = 0.0;
+    if (lastStage)
+      for (int mb = 0; mb < plan.microbatches; ++mb)
+        loss += lastStage->loss(mb) / plan.microbatches;
+    losses.push_back(loss);
+    if (step == 0)
+      if (llvm::Error err = dumpAll(train.dumpGrads, true))
+        return err;
+    for (auto &[index, model] : stages)
+      model.step(train.optimizer);
+  }
+  return dumpAll(train.dumpWeights, false);
 }
 
 namespace {
@@ -255,32 +293,9 @@ llvm::Expected<RankResult> RankRunner::run() {
     stages = std::move(*built);
     for (auto &[index, model] : stages)
       models[index] = &model;
-    int last = static_cast<int>(plan.stageNames.size()) - 1;
-    for (int step = 0; step < train.steps; ++step) {
-      for (auto &[index, model] : stages) {
-        model.setStep(step);
-        model.zeroGrad();
-      }
-      if (llvm::Error err = runStream())
-        return std::move(err);
-      double loss = 0.0;
-      if (models.count(last))
-        for (int mb = 0; mb < plan.microbatches; ++mb)
-          loss += models[last]->loss(mb) / plan.microbatches;
-      result.losses.push_back(loss);
-      if (step == 0 && !train.dumpGrads.empty())
-        for (auto &[index, model] : stages)
-          if (llvm::Error err =
-                  dumpStage(plan, index, model, train.dumpGrads, true))
-            return fail(ops.size(), llvm::toString(std::move(err)));
-      for (auto &[index, model] : stages)
-        model.step(train.optimizer);
-    }
-    if (!train.dumpWeights.empty())
-      for (auto &[index, model] : stages)
-        if (llvm::Error err =
-                dumpStage(plan, index, model, train.dumpWeights, false))
-          return fail(ops.size(), llvm::toString(std::move(err)));
+    if (llvm::Error err = trainSteps(
+            plan, stages, train, [&] { return runStream(); }, result.losses))
+      return std::move(err);
   }
   for (Outstanding &o : outstanding)
     if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))

@@ -18,6 +18,7 @@
 #include "runtime/Communicator.h"
 
 #include "kernels/Model.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "scheduler/Plan.h"
 
 namespace stagecraft::runtime {
@@ -70,10 +71,15 @@ int64_t trainingMessageBytes(const kernels::ModelConfig &model);
 llvm::Expected<std::vector<std::pair<int, kernels::Stage>>>
 buildStages(const sched::Plan &plan, int rank, const TrainOptions &train);
 
-/// Writes the parameters (or gradients) of \p stage to \p dir.
-llvm::Error dumpStage(const sched::Plan &plan, int stage,
-                      kernels::Stage &model, const std::string &dir,
-                      bool gradients);
+/// The training loop around one pass over the microbatches: per step, sets
+/// the step and clears gradients, runs \p pass, records the mean loss (when
+/// \p stages include the last stage), dumps gradients after the first step
+/// and weights after the last, and applies the optimizer.
+llvm::Error trainSteps(const sched::Plan &plan,
+                       std::vector<std::pair<int, kernels::Stage>> &stages,
+                       const TrainOptions &train,
+                       llvm::function_ref<llvm::Error()> pass,
+                       std::vector<double> &losses);
 
 /// Runs rank \p rank of \p plan. \p start is the common time origin.
 /// Fails with a one-line message naming rank, instruction and action.

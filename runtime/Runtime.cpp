@@ -48,18 +48,12 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   RunReport report;
   RankResult result;
   Clock::time_point start = Clock::now();
-  for (int step = 0; step < train.steps; ++step) {
-    for (auto &[index, model] : stages) {
-      model.setStep(step);
-      model.zeroGrad();
-    }
-    double loss = 0.0;
+  auto pass = [&]() -> llvm::Error {
     for (int mb = 0; mb < plan.microbatches; ++mb) {
       for (int s = 0; s < n; ++s) {
         stages[s].second.forward(mb, s ? a.data() : nullptr, b.data());
         std::swap(a, b);
       }
-      loss += stages.back().second.loss(mb) / plan.microbatches;
       for (int s = n - 1; s >= 0; --s) {
         stages[s].second.backwardInput(mb, s + 1 < n ? a.data() : nullptr,
                                        b.data());
@@ -67,18 +61,10 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
         std::swap(a, b);
       }
     }
-    result.losses.push_back(loss);
-    if (step == 0 && !train.dumpGrads.empty())
-      for (auto &[index, model] : stages)
-        if (llvm::Error err = dumpStage(plan, index, model, train.dumpGrads, true))
-          return std::move(err);
-    for (auto &[index, model] : stages)
-      model.step(train.optimizer);
-  }
-  if (!train.dumpWeights.empty())
-    for (auto &[index, model] : stages)
-      if (llvm::Error err = dumpStage(plan, index, model, train.dumpWeights, false))
-        return std::move(err);
+    return llvm::Error::success();
+  };
+  if (llvm::Error err = trainSteps(plan, stages, train, pass, result.losses))
+    return std::move(err);
   result.wall = std::chrono::duration<double>(Clock::now() - start).count();
   result.busy = result.wall;
   report.ranks.push_back(std::move(result));

@@ -55,35 +55,41 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
   return listSchedule(problem, placement, policy);
 }
 
-llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
-    const Problem &problem, llvm::ArrayRef<int> placement) {
+/// The highest per-rank peak of 1F1B on \p placement.
+static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
+                                                  llvm::ArrayRef<int> placement) {
   llvm::Expected<Timeline> t =
       simulate(problem, generateOneFOneB(problem, placement));
   if (!t)
     return t.takeError();
+  return *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
+}
+
+llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
+    const Problem &problem, llvm::ArrayRef<int> placement) {
+  llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
+  if (!highest)
+    return highest.takeError();
   // 1F1B's warm-up depth; deferred W may use memory up to 1F1B's highest
   // peak on every rank.
   const int p = problem.ranks;
-  double highest = *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
   return zeroBubble(
       problem, placement, [&](int k) { return p - k - 1; },
-      std::vector<double>(p, highest));
+      std::vector<double>(p, *highest));
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
     const Problem &problem, llvm::ArrayRef<int> placement) {
-  llvm::Expected<Timeline> t =
-      simulate(problem, generateOneFOneB(problem, placement));
-  if (!t)
-    return t.takeError();
+  llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
+  if (!highest)
+    return highest.takeError();
   // Twice 1F1B's warm-up (2p - 1 in flight on rank 0), and room for 2p - 1
   // of 1F1B's highest per-microbatch memory on every rank, so that the last
   // ranks can run their I early and defer W to the end.
   const int p = problem.ranks;
-  double highest = *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
   return zeroBubble(
       problem, placement, [&](int k) { return 2 * (p - k) - 2; },
-      std::vector<double>(p, highest * (2.0 * p - 1) / p));
+      std::vector<double>(p, *highest * (2.0 * p - 1) / p));
 }
 
 llvm::Expected<std::vector<int>>

@@ -20,10 +20,6 @@ using namespace stagecraft::pipe::sched::test;
 
 namespace {
 
-double highest(const std::vector<double> &v) {
-  return *std::max_element(v.begin(), v.end());
-}
-
 /// 2p half stages; the first x1.3 and the last x1.6 when \p hetero.
 Problem model(int p, int m, bool hetero, double latency) {
   Problem problem = uniformProblem(p, m, 2 * p, {0.5, 0.55, 0.45}, latency);

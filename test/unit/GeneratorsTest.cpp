@@ -17,21 +17,6 @@ using namespace stagecraft::pipe::sched::test;
 
 namespace {
 
-Timeline generateAndSimulate(const Problem &problem,
-                             const ScheduleOptions &options) {
-  llvm::Expected<Schedule> schedule = generateSchedule(problem, options);
-  if (!schedule) {
-    ADD_FAILURE() << llvm::toString(schedule.takeError());
-    return {};
-  }
-  llvm::Expected<Timeline> timeline = simulate(problem, *schedule);
-  if (!timeline) {
-    ADD_FAILURE() << llvm::toString(timeline.takeError());
-    return {};
-  }
-  return *timeline;
-}
-
 TEST(GPipe, MakespanClosedFormOverGrid) {
   for (int p : rankGrid())
     for (int m = 1; m <= 4 * p; ++m)

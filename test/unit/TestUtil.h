@@ -7,12 +7,15 @@
 #ifndef STAGECRAFT_TEST_UNIT_TESTUTIL_H
 #define STAGECRAFT_TEST_UNIT_TESTUTIL_H
 
+#include "scheduler/Generators.h"
 #include "scheduler/Problem.h"
+#include "scheduler/Simulator.h"
 
 #include "llvm/Support/Error.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,27 @@ inline std::vector<int> rankGrid() { return {1, 2, 3, 4, 5, 6, 7, 8, 16}; }
 /// Cost triples: the uniform F = I = W case and two lopsided ones.
 inline std::vector<Costs> costGrid() {
   return {{1.0, 1.0, 1.0}, {1.0, 2.0, 0.5}, {2.0, 1.0, 1.5}};
+}
+
+/// Generates and simulates; a failure of either is a test failure.
+inline Timeline generateAndSimulate(const Problem &problem,
+                                    const ScheduleOptions &options) {
+  llvm::Expected<Schedule> schedule = generateSchedule(problem, options);
+  if (!schedule) {
+    ADD_FAILURE() << llvm::toString(schedule.takeError());
+    return {};
+  }
+  llvm::Expected<Timeline> timeline = simulate(problem, *schedule);
+  if (!timeline) {
+    ADD_FAILURE() << llvm::toString(timeline.takeError());
+    return {};
+  }
+  return *timeline;
+}
+
+inline double highest(const std::vector<double> &values) {
+  return values.empty() ? 0.0
+                        : *std::max_element(values.begin(), values.end());
 }
 
 /// The message of \p err, consuming it; "" for success.

@@ -18,21 +18,7 @@ using namespace stagecraft::pipe::sched::test;
 namespace {
 
 Timeline run(const Problem &problem, ScheduleKind kind) {
-  llvm::Expected<Schedule> schedule = generateSchedule(problem, {kind});
-  if (!schedule) {
-    ADD_FAILURE() << llvm::toString(schedule.takeError());
-    return {};
-  }
-  llvm::Expected<Timeline> timeline = simulate(problem, *schedule);
-  if (!timeline) {
-    ADD_FAILURE() << llvm::toString(timeline.takeError());
-    return {};
-  }
-  return *timeline;
-}
-
-double highest(const std::vector<double> &values) {
-  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+  return generateAndSimulate(problem, {kind});
 }
 
 double oneFOneBHighestPeak(const Problem &problem) {
