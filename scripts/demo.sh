@@ -30,3 +30,6 @@ if command -v mpirun > /dev/null; then
   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/stagecraft-run \
     --backend=mpi examples/demo.mlir --schedule=zb-h1 --time-unit=2ms
 fi
+echo
+echo "== stagecraft-run examples/train.mlir --schedule=zb-h1 --train --steps=12 --lr=0.3"
+build/bin/stagecraft-run examples/train.mlir --schedule=zb-h1 --train --steps=12 --lr=0.3
