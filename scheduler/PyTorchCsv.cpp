@@ -22,23 +22,56 @@ void CsvError::log(llvm::raw_ostream &os) const {
   os << position.line << ":" << position.column << ": " << message;
 }
 
+/// PyTorch's cell for one side of a transfer.
+static std::string commCell(const CommOp &op) {
+  const Message &m = op.message;
+  bool act = m.kind == MessageKind::Activation;
+  // Sends name the producing stage, receives the consuming one.
+  int stage = op.isSend ? m.stage : (act ? m.stage + 1 : m.stage - 1);
+  return fmt::format("{}{}_{}{}", stage, op.isSend ? "SEND" : "RECV",
+                     act ? 'F' : 'B', m.microbatch);
+}
+
 llvm::Expected<std::string>
-stagecraft::pipe::sched::formatPyTorchCsv(const Schedule &schedule) {
+stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
   std::string out;
-  for (int r = 0; r < schedule.numRanks(); ++r) {
-    const std::vector<Action> &rank = schedule.ranks[r];
+  for (int r = 0; r < program.numRanks(); ++r) {
+    const std::vector<Instruction> &rank = program.ranks[r];
+    bool first = true;
+    auto cell = [&](const std::string &text) {
+      out += (first ? "" : ",") + text;
+      first = false;
+    };
     for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
-      if (rank[i].kind == ActionKind::ForwardBackward)
+      const Instruction &instr = rank[i];
+      if (instr.kind != Instruction::Kind::Compute) {
+        for (const CommOp &op : instr.ops)
+          cell(commCell(op));
+        continue;
+      }
+      if (instr.action.kind == ActionKind::ForwardBackward)
         return scheduleError(
             fmt::format("{} overlaps a forward and a backward, which the "
                         "PyTorch CSV cannot express",
-                        shortName(rank[i])),
+                        shortName(instr.action)),
             {r, i});
-      out += (i ? "," : "") + shortName(rank[i]);
+      cell(shortName(instr.action));
     }
     out += '\n';
   }
   return out;
+}
+
+llvm::Expected<std::string>
+stagecraft::pipe::sched::formatPyTorchCsv(const Schedule &schedule) {
+  Program program;
+  program.placement = schedule.placement;
+  for (const std::vector<Action> &rank : schedule.ranks) {
+    program.ranks.emplace_back();
+    for (const Action &a : rank)
+      program.ranks.back().push_back(Instruction::compute(a));
+  }
+  return formatPyTorchCsv(program);
 }
 
 static bool parseIndex(llvm::StringRef text, int &value) {
@@ -56,6 +89,15 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
   Schedule &schedule = result.schedule;
   const int n = problem.numStages();
   std::vector<int> firstRow(n, -1);
+  // Every cell in order, comm ones resolved once the placement is known.
+  struct Cell {
+    bool isComm;
+    std::string kind;
+    int stage, mb;
+    CsvPosition pos;
+  };
+  std::vector<std::vector<Cell>> cells;
+  bool anyComm = false;
 
   llvm::SmallVector<llvm::StringRef> lines;
   text.split(lines, '\n');
@@ -73,6 +115,7 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
                               lineNo + 1, problem.name, problem.ranks));
     schedule.ranks.emplace_back();
     result.positions.emplace_back();
+    cells.emplace_back();
     size_t column = 0;
     while (true) {
       size_t comma = line.find(',', column);
@@ -110,6 +153,8 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
           schedule.ranks.back().push_back({*kind, stage, mb});
           result.positions.back().push_back(pos);
         }
+        cells.back().push_back({isComm, kindText.str(), stage, mb, pos});
+        anyComm |= isComm;
       }
       if (comma == llvm::StringRef::npos)
         break;
@@ -134,5 +179,38 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
     else if (firstRow[s] >= 0)
       schedule.placement[s] = firstRow[s];
   }
+  if (!anyComm)
+    return result;
+
+  Program program;
+  program.placement = schedule.placement;
+  for (int r = 0; r < problem.ranks; ++r) {
+    program.ranks.emplace_back();
+    result.instructionPositions.emplace_back();
+    size_t action = 0;
+    for (const Cell &c : cells[r]) {
+      result.instructionPositions.back().push_back(c.pos);
+      if (!c.isComm) {
+        program.ranks.back().push_back(
+            Instruction::compute(schedule.ranks[r][action++]));
+        continue;
+      }
+      bool send = llvm::StringRef(c.kind).starts_with("SEND");
+      bool act = llvm::StringRef(c.kind).ends_with("_F");
+      // Back from PyTorch's stage naming to the producing stage.
+      int producer = send ? c.stage : (act ? c.stage - 1 : c.stage + 1);
+      int consumer = act ? producer + 1 : producer - 1;
+      if (producer < 0 || producer >= n || consumer < 0 || consumer >= n)
+        return fail(c.pos, fmt::format("'{}{}{}' moves data past the end of "
+                                       "the pipeline",
+                                       c.stage, c.kind, c.mb));
+      int peer = program.placement[send ? consumer : producer];
+      program.ranks.back().push_back(Instruction::comm(
+          {send, peer,
+           {act ? MessageKind::Activation : MessageKind::Gradient, producer,
+            c.mb}}));
+    }
+  }
+  result.program = std::move(program);
   return result;
 }

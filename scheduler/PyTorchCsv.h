@@ -3,15 +3,19 @@
 // The schedule CSV of PyTorch's `torch.distributed.pipelining`
 // (`_dump_csv` / `_load_csv`): one row per rank, one action per cell, written
 // `<stage><F|I|W|B><microbatch>` with the global stage index. Empty cells are
-// idle steps. Communication cells (`SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`)
-// are accepted and skipped on import: the verifier derives communication from
-// the dependencies.
+// idle steps. Communication cells follow PyTorch's `_add_send_recv`:
+// `<s>SEND_F<m>` on the rank of stage s and `<s+1>RECV_F<m>` on the next
+// stage's rank for an activation, `<s>SEND_B<m>` and `<s-1>RECV_B<m>` for a
+// gradient. A CSV with them imports as a program (its transfers in the
+// written order, then verified like any); one without, as a schedule whose
+// communication the compiler derives.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef STAGECRAFT_SCHEDULER_PYTORCHCSV_H
 #define STAGECRAFT_SCHEDULER_PYTORCHCSV_H
 
+#include "scheduler/Program.h"
 #include "scheduler/Schedule.h"
 
 #include <string>
@@ -41,12 +45,20 @@ struct ImportedSchedule {
   Schedule schedule;
   /// positions[r][i] is where action i of rank r was written.
   std::vector<std::vector<CsvPosition>> positions;
+  /// Set when the CSV has communication cells: all its cells in order, and
+  /// where instruction i of rank r was written.
+  std::optional<Program> program;
+  std::vector<std::vector<CsvPosition>> instructionPositions;
 };
 
 /// The CSV of \p schedule, one line per rank. Fails with a ScheduleError at
 /// the first overlapped forward+backward action, which PyTorch's CSV has no
 /// cell for.
 llvm::Expected<std::string> formatPyTorchCsv(const Schedule &schedule);
+
+/// As above with \p program's transfers as communication cells (a group's
+/// transfers one after another, as PyTorch's CSV has no groups).
+llvm::Expected<std::string> formatPyTorchCsv(const Program &program);
 
 /// Reads \p text against \p problem. A stage is placed on the rank of the
 /// row where it first appears (or its pin); the result is not verified.

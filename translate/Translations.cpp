@@ -95,9 +95,13 @@ withSelectedSchedule(Operation *op,
 
 static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
   return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
-    llvm::Expected<std::string> csv = sched::formatPyTorchCsv(model.schedule);
+    llvm::Expected<std::string> csv =
+        model.program ? sched::formatPyTorchCsv(*model.program)
+                      : sched::formatPyTorchCsv(model.schedule);
     if (!csv)
-      return emitScheduleError(s, model, csv.takeError());
+      return emitScheduleError(s, model, csv.takeError(),
+                               model.program ? SiteSpace::Instructions
+                                             : SiteSpace::Actions);
     os << *csv;
     return success();
   });
@@ -194,13 +198,20 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
   std::string name = options->scheduleName.empty()
                          ? pipeline.getSymName().str() + "_csv"
                          : options->scheduleName.getValue();
-  ScheduleOp op = buildSchedule(
-      builder, csvLoc, pipeline, name, "csv", imported->schedule,
-      [&](int r, int i) -> Location {
-        const sched::CsvPosition &pos = imported->positions[r][i];
-        return FileLineColLoc::get(context, csv->getBufferIdentifier(),
-                                   pos.line, pos.column);
-      });
+  auto locOf = [&](const std::vector<std::vector<sched::CsvPosition>> &at) {
+    return [&, at](int r, int i) -> Location {
+      const sched::CsvPosition &pos = at[r][i];
+      return FileLineColLoc::get(context, csv->getBufferIdentifier(), pos.line,
+                                 pos.column);
+    };
+  };
+  ScheduleOp op =
+      imported->program
+          ? buildProgram(builder, csvLoc, pipeline, name, "csv",
+                         *imported->program,
+                         locOf(imported->instructionPositions))
+          : buildSchedule(builder, csvLoc, pipeline, name, "csv",
+                          imported->schedule, locOf(imported->positions));
   SymbolTable(*module).insert(op, Block::iterator(op));
   return OwningOpRef<Operation *>(module.release());
 }

@@ -51,6 +51,19 @@ TEST(PyTorchCsv, SkipsIdleAndCommunicationCells) {
   ASSERT_EQ(back->schedule.ranks[1].size(), 3u);
   EXPECT_EQ(back->schedule.ranks[1][1].kind, ActionKind::BackwardInput);
   EXPECT_EQ(back->positions[1][2].column, 27);
+  // The communication cells come back as a program, in PyTorch's naming:
+  // RECV_F names the receiving stage, SEND_B the sending one.
+  ASSERT_TRUE(back->program.has_value());
+  const auto &r1 = back->program->ranks[1];
+  ASSERT_EQ(r1.size(), 5u);
+  EXPECT_EQ(r1[0].kind, Instruction::Kind::Comm);
+  EXPECT_FALSE(r1[0].ops[0].isSend);
+  EXPECT_EQ(r1[0].ops[0].peer, 0);
+  EXPECT_EQ(r1[0].ops[0].message,
+            (Message{MessageKind::Activation, 0, 0}));
+  EXPECT_TRUE(r1[3].ops[0].isSend);
+  EXPECT_EQ(r1[3].ops[0].message, (Message{MessageKind::Gradient, 1, 0}));
+  EXPECT_FALSE(verifyProgram(problem, *back->program));
 }
 
 TEST(PyTorchCsv, ErrorsCarryLineAndColumn) {
