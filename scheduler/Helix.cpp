@@ -1,0 +1,256 @@
+//===- Helix.cpp - HelixPipe attention-parallel schedules -----------------===//
+//
+// Builds the HelixPipe task graph and the layer-pipeline problem used to
+// compare it with the other kinds; see Helix.h for the schedule itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/Helix.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace stagecraft::pipe::sched;
+
+LayerCosts stagecraft::pipe::sched::layerCosts(const TransformerShape &t) {
+  const double b = t.batch, S = t.sequence, h = t.hidden, e = t.elementBytes;
+  LayerCosts c;
+  c.blockForward = 24.0 * b * S * h * h / t.flops;
+  c.blockBackward = 2 * c.blockForward;
+  c.attentionForward = 2.0 * b * S * S * h / t.flops;
+  c.attentionBackward = 2 * c.attentionForward;
+  c.headForward = 2.0 * b * S * h * t.vocab / t.flops;
+  c.headBackward = 2 * c.headForward;
+  c.hiddenBytes = b * S * h * e;
+  c.qkvBytes = 3 * c.hiddenBytes;
+  c.storedBytes = 34.0 * b * S * h;
+  c.blockInputBytes = c.hiddenBytes;
+  // Q, K, V and the output for the backward, and the log-sum-exp (fp32).
+  c.attentionKeptBytes = c.qkvBytes + c.hiddenBytes + 4.0 * b * S * t.heads;
+  return c;
+}
+
+llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
+    const TransformerShape &shape, const LayerCosts &c, const Link &link,
+    int p, int mbs, const HelixOptions &options) {
+  const int L = shape.layers;
+  auto fail = [](std::string what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+  };
+  if (p < 1 || mbs < 1 || L < 1 || options.folds < 1)
+    return fail(fmt::format("helix needs ranks ({}), microbatches ({}), "
+                            "layers ({}) and folds ({}) of at least 1",
+                            p, mbs, L, options.folds));
+  if (L % p != 0)
+    return fail(fmt::format("helix places the blocks of layers k*p + r on rank "
+                            "r: {} layers do not divide over {} ranks",
+                            L, p));
+  // Block j covers the post-attention part of layer j - 1 (3/4 of its
+  // linear work) and the pre-attention part of layer j (1/4).
+  auto blockForward = [&](int j) {
+    double f = (j > 0 ? 0.75 : 0.0) + (j < L ? 0.25 : 0.0);
+    return f * c.blockForward + (j == L ? c.headForward : 0.0);
+  };
+  auto blockBackward = [&](int j) {
+    double f = (j > 0 ? 0.75 : 0.0) + (j < L ? 0.25 : 0.0);
+    return f * c.blockBackward + (j == L ? c.headBackward : 0.0) +
+           (options.recompute ? blockForward(j) : 0.0);
+  };
+  double blockKept = options.recompute ? c.blockInputBytes : c.storedBytes;
+
+  // Task ids: forward then backward of blocks (L + 1) and attentions (L)
+  // per microbatch. Stage indices: blocks 0..L, attention j is L + 1 + j.
+  const int blocks = L + 1;
+  auto rankOfBlock = [&](int j) { return j % p; };
+  auto offset = [&](int m) { return m % p; };
+  auto rankOfAttention = [&](int j, int m) {
+    return (j % p + offset(m) + 1) % p;
+  };
+  // Global forward order: super-groups of `folds` groups of p microbatches,
+  // layer by layer, block then its attention, microbatch by microbatch.
+  struct Item {
+    bool attention;
+    int j, m;
+  };
+  std::vector<Item> forward;
+  const int groupSpan = p * options.folds;
+  for (int m0 = 0; m0 < mbs; m0 += groupSpan) {
+    int m1 = std::min(mbs, m0 + groupSpan);
+    for (int j = 0; j <= L; ++j)
+      for (int m = m0; m < m1; ++m) {
+        forward.push_back({false, j, m});
+        if (j < L)
+          forward.push_back({true, j, m});
+      }
+  }
+  // The tasks, before they are ordered: forwards in the global order, then
+  // backwards in exactly the reverse order; lower priority runs first.
+  struct Node {
+    Task task;
+    std::vector<std::pair<int, double>> deps; // node, latency
+    double priority;
+  };
+  std::vector<Node> nodes;
+  std::vector<int> fwdNode(static_cast<size_t>(mbs) * (blocks + L), -1),
+      bwdNode(fwdNode.size(), -1);
+  auto key = [&](bool attention, int j, int m) {
+    return static_cast<size_t>(m) * (blocks + L) + (attention ? blocks + j : j);
+  };
+  auto rankOf = [&](const Item &it) {
+    return it.attention ? rankOfAttention(it.j, it.m) : rankOfBlock(it.j);
+  };
+  for (const Item &it : forward) {
+    Task t{ActionKind::Forward, it.attention ? blocks + it.j : it.j, it.m,
+           rankOf(it), 0, 0, 0};
+    t.cost = it.attention ? c.attentionForward : blockForward(it.j);
+    t.allocAtStart = it.attention ? c.attentionKeptBytes : blockKept;
+    fwdNode[key(it.attention, it.j, it.m)] = static_cast<int>(nodes.size());
+    nodes.push_back({t, {}, static_cast<double>(nodes.size())});
+  }
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    Task t{ActionKind::Backward, it->attention ? blocks + it->j : it->j,
+           it->m, rankOf(*it), 0, 0, 0};
+    t.cost = it->attention ? c.attentionBackward : blockBackward(it->j);
+    t.freeAtEnd = it->attention ? c.attentionKeptBytes : blockKept;
+    bwdNode[key(it->attention, it->j, it->m)] = static_cast<int>(nodes.size());
+    nodes.push_back({t, {}, static_cast<double>(nodes.size())});
+  }
+  auto edge = [&](Node &to, int from, double bytes) {
+    double latency = nodes[from].task.rank == to.task.rank
+                         ? 0.0
+                         : link.transfer(bytes);
+    to.deps.push_back({from, latency});
+  };
+  for (const Item &it : forward) {
+    Node &n = nodes[fwdNode[key(it.attention, it.j, it.m)]];
+    if (it.attention) {
+      edge(n, fwdNode[key(false, it.j, it.m)], c.qkvBytes);
+    } else if (it.j > 0) {
+      // The attention output and the residual stream of the layer below.
+      edge(n, fwdNode[key(true, it.j - 1, it.m)], c.hiddenBytes);
+      edge(n, fwdNode[key(false, it.j - 1, it.m)], c.hiddenBytes);
+    }
+  }
+  for (const Item &it : forward) {
+    Node &n = nodes[bwdNode[key(it.attention, it.j, it.m)]];
+    edge(n, fwdNode[key(it.attention, it.j, it.m)], 0.0);
+    if (it.attention) {
+      // The gradient of the attention output, from the block above.
+      edge(n, bwdNode[key(false, it.j + 1, it.m)], c.hiddenBytes);
+    } else if (it.j < L) {
+      edge(n, bwdNode[key(true, it.j, it.m)], c.qkvBytes);
+      edge(n, bwdNode[key(false, it.j + 1, it.m)], c.hiddenBytes);
+    }
+  }
+
+  // Each rank, when free, runs its ready task of lowest priority: the helix
+  // order without a rank idling behind a task that is not ready yet.
+  const size_t count = nodes.size();
+  std::vector<std::vector<int>> users(count);
+  std::vector<int> waiting(count, 0);
+  std::vector<double> readyAt(count, 0.0), end(count, 0.0);
+  for (size_t k = 0; k < count; ++k) {
+    waiting[k] = static_cast<int>(nodes[k].deps.size());
+    for (auto [d, lat] : nodes[k].deps)
+      users[d].push_back(static_cast<int>(k));
+  }
+  std::vector<std::vector<int>> available(p);
+  for (size_t k = 0; k < count; ++k)
+    if (waiting[k] == 0)
+      available[nodes[k].task.rank].push_back(static_cast<int>(k));
+  std::vector<double> freeAt(p, 0.0);
+  std::vector<int> order;
+  order.reserve(count);
+  size_t started = 0;
+  double now = 0.0;
+  while (started < count) {
+    double next = std::numeric_limits<double>::infinity();
+    bool progressed = false;
+    for (int r = 0; r < p; ++r) {
+      if (freeAt[r] > now + 1e-12) {
+        next = std::min(next, freeAt[r]);
+        continue;
+      }
+      int best = -1;
+      for (int k : available[r]) {
+        if (readyAt[k] > now + 1e-12) {
+          next = std::min(next, readyAt[k]);
+          continue;
+        }
+        if (best < 0 || nodes[k].priority < nodes[best].priority)
+          best = k;
+      }
+      if (best < 0)
+        continue;
+      available[r].erase(
+          std::find(available[r].begin(), available[r].end(), best));
+      end[best] = now + nodes[best].task.cost;
+      freeAt[r] = end[best];
+      next = std::min(next, freeAt[r]);
+      order.push_back(best);
+      ++started;
+      progressed = true;
+      for (int u : users[best]) {
+        double lat = 0.0;
+        for (auto [d, l] : nodes[u].deps)
+          if (d == best)
+            lat = std::max(lat, l);
+        readyAt[u] = std::max(readyAt[u], end[best] + lat);
+        if (--waiting[u] == 0)
+          available[nodes[u].task.rank].push_back(u);
+      }
+    }
+    if (!progressed) {
+      if (!std::isfinite(next))
+        return fail("helix ordering stalled: a task never became ready");
+      now = next;
+    }
+  }
+
+  // The graph in that order, so that simulating it replays the run.
+  TaskGraph graph(p);
+  std::vector<TaskId> id(count, -1);
+  for (int k : order)
+    id[k] = graph.addTask(nodes[k].task);
+  for (int k : order) {
+    llvm::SmallVector<Dependency, 3> deps;
+    for (auto [d, lat] : nodes[k].deps)
+      deps.push_back({id[d], lat});
+    graph.addDependencies(id[k], deps);
+  }
+  return graph;
+}
+
+llvm::Expected<Problem> stagecraft::pipe::sched::layerPipelineProblem(
+    const TransformerShape &shape, const LayerCosts &c, const Link &link,
+    int ranks, int stages, int microbatches) {
+  if (stages < 1 || shape.layers % stages != 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("{} layers do not split into {} equal stages",
+                    shape.layers, stages));
+  const int per = shape.layers / stages;
+  Problem problem;
+  problem.name = "transformer";
+  problem.ranks = ranks;
+  problem.microbatches = microbatches;
+  problem.latency = link.transfer(c.hiddenBytes);
+  for (int s = 0; s < stages; ++s) {
+    Stage stage;
+    stage.name = "s" + std::to_string(s);
+    bool last = s == stages - 1;
+    stage.forward =
+        per * (c.blockForward + c.attentionForward) + (last ? c.headForward : 0);
+    stage.backwardInput = per * (c.attentionBackward + c.blockBackward / 2) +
+                          (last ? c.headBackward / 2 : 0);
+    stage.backwardWeight =
+        per * c.blockBackward / 2 + (last ? c.headBackward / 2 : 0);
+    stage.activation = per * c.storedBytes;
+    stage.weightGrad = stage.activation / 2;
+    problem.stages.push_back(stage);
+  }
+  return problem;
+}

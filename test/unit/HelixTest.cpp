@@ -1,0 +1,103 @@
+//===- HelixTest.cpp - HelixPipe task graphs ------------------------------===//
+//
+// The HelixPipe graph runs to completion for any microbatch count, spreads a
+// layer's attentions of one group over all ranks, does all the work the model
+// needs, refuses layer counts that do not divide over the ranks, and gains on
+// the layer pipelines as sequences grow.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "scheduler/Helix.h"
+
+#include <set>
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+TransformerShape small(int sequence) {
+  TransformerShape shape;
+  shape.layers = 8;
+  shape.hidden = 1024;
+  shape.heads = 8;
+  shape.sequence = sequence;
+  shape.vocab = 1000;
+  return shape;
+}
+
+TEST(Helix, RunsForEveryMicrobatchCountAndDoesAllTheWork) {
+  for (int p : {1, 2, 4, 8})
+    for (int m = 1; m <= 3 * p; ++m)
+      for (int folds : {1, 2}) {
+        TransformerShape shape = small(4096);
+        LayerCosts c = layerCosts(shape);
+        llvm::Expected<TaskGraph> g =
+            helixTaskGraph(shape, c, Link{}, p, m, {folds, true});
+        ASSERT_TRUE(!!g) << llvm::toString(g.takeError());
+        llvm::Expected<Timeline> t = simulate(*g);
+        ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
+        double busy = 0;
+        for (double b : t->busy)
+          busy += b;
+        // Per microbatch: every layer's linear work forward, backward and
+        // recomputed, attention forward and backward; the head likewise.
+        double expected =
+            m * (shape.layers * (4 * c.blockForward + c.attentionForward +
+                                 c.attentionBackward) +
+                 4 * c.headForward);
+        EXPECT_NEAR(busy, expected, 1e-9 * expected) << "p=" << p << " m=" << m;
+        // Everything kept is released.
+        for (int r = 0; r < p; ++r)
+          EXPECT_GT(t->peakMemory[r], 0.0);
+      }
+}
+
+TEST(Helix, AGroupsAttentionsOfALayerRunOnEveryRank) {
+  const int p = 4;
+  TransformerShape shape = small(2048);
+  llvm::Expected<TaskGraph> g =
+      helixTaskGraph(shape, layerCosts(shape), Link{}, p, p, {1, true});
+  ASSERT_TRUE(!!g);
+  const int blocks = shape.layers + 1;
+  for (int layer = 0; layer < shape.layers; ++layer) {
+    std::set<int> ranks;
+    for (size_t t = 0; t < g->numTasks(); ++t) {
+      const Task &task = g->task(static_cast<TaskId>(t));
+      if (task.kind == ActionKind::Forward && task.stage == blocks + layer)
+        ranks.insert(task.rank);
+    }
+    EXPECT_EQ(ranks.size(), static_cast<size_t>(p)) << "layer " << layer;
+  }
+}
+
+TEST(Helix, LayersMustDivideOverRanks) {
+  TransformerShape shape = small(1024);
+  shape.layers = 6;
+  EXPECT_EQ(errorMessage(helixTaskGraph(shape, layerCosts(shape), Link{}, 4, 8,
+                                        {})
+                             .takeError()),
+            "helix places the blocks of layers k*p + r on rank r: 6 layers do "
+            "not divide over 4 ranks");
+}
+
+TEST(Helix, AdvantageGrowsWithSequenceLength) {
+  const int p = 4, m = 16;
+  double previous = 0;
+  for (int seq : {4096, 16384, 65536}) {
+    TransformerShape shape = small(seq);
+    LayerCosts c = layerCosts(shape);
+    Link link;
+    Timeline helix = *simulate(*helixTaskGraph(shape, c, link, p, m, {}));
+    Problem problem = *layerPipelineProblem(shape, c, link, p, p, m);
+    Timeline onefoneb = generateAndSimulate(problem, {ScheduleKind::OneFOneB});
+    double ratio = onefoneb.makespan / helix.makespan;
+    EXPECT_GT(ratio, previous) << "seq=" << seq;
+    previous = ratio;
+  }
+  EXPECT_GT(previous, 1.0);
+}
+
+} // namespace
