@@ -75,6 +75,9 @@ public:
   /// Completes \p request. Fails when the monitor expires (naming what this
   /// rank waits for) or the transport reports an error.
   virtual llvm::Error wait(Request &request, ProgressMonitor &monitor) = 0;
+  /// Whether \p request has completed, without blocking; a completed request
+  /// becomes inactive.
+  virtual llvm::Expected<bool> test(Request &request) = 0;
 };
 
 /// Ranks as threads: one shared fabric, one communicator per rank thread.

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #endif
 #include <cstring>
+#include <deque>
 #include <map>
 #include <thread>
 
@@ -237,7 +238,21 @@ private:
         {std::make_unique<std::vector<char>>(buf.begin(), buf.begin() + bytes),
          Request{}, at, commText(op)});
     Outstanding &o = outstanding.back();
-    return comm.isend(op.peer, o.copy->data(), bytes, o.request);
+    if (llvm::Error err = comm.isend(op.peer, o.copy->data(), bytes, o.request))
+      return err;
+    return reapSends();
+  }
+  /// Drops the copies of sends that have completed, oldest first.
+  llvm::Error reapSends() {
+    while (!outstanding.empty()) {
+      llvm::Expected<bool> done = comm.test(outstanding.front().request);
+      if (!done)
+        return done.takeError();
+      if (!*done)
+        break;
+      outstanding.pop_front();
+    }
+    return llvm::Error::success();
   }
 
   const sched::Plan &plan;
@@ -254,7 +269,7 @@ private:
     size_t at;
     std::string what;
   };
-  std::vector<Outstanding> outstanding;
+  std::deque<Outstanding> outstanding;
   RankResult result;
   int computes = 0;
   /// Training: the stage models of this rank, by stage index.

@@ -93,6 +93,12 @@ public:
     return llvm::Error::success();
   }
 
+  llvm::Expected<bool> test(Request &request) override {
+    // Sends complete when posted; only receives stay pending, and the
+    // executor waits for those.
+    return !request.active();
+  }
+
   llvm::Error wait(Request &request, ProgressMonitor &monitor) override {
     if (!request.active())
       return llvm::Error::success();

@@ -62,6 +62,19 @@ public:
     return llvm::Error::success();
   }
 
+  llvm::Expected<bool> test(Request &request) override {
+    if (!request.active())
+      return true;
+    auto it = pending.find(request.id);
+    int done = 0;
+    PIPE_MPI_CHECK(MPI_Test(&it->second.request, &done, MPI_STATUS_IGNORE));
+    if (done) {
+      pending.erase(it);
+      request.id = -1;
+    }
+    return done != 0;
+  }
+
   llvm::Error wait(Request &request, ProgressMonitor &monitor) override {
     if (!request.active())
       return llvm::Error::success();
