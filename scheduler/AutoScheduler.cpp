@@ -7,7 +7,9 @@
 //      orders of F and I, W filling the waits) over a family of warm-up
 //      depths, and the greedy list policies;
 //   3. when a backbone leads, hill climbing on its per-rank warm-up depths,
-//      until no step improves or the time limit is reached.
+//      until no step improves or the time limit is reached;
+//   4. for m <= 4p on multi-chunk placements, greedy policies with per-rank
+//      warm-up depths, and hill climbing (4p steps at most) on the best.
 // The list scheduler enforces the memory limit itself, so deeper warm-ups are
 // throttled by memory rather than rejected.
 //
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 using namespace stagecraft::pipe::sched;
 
@@ -111,6 +114,22 @@ std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
       llvm::consumeError(v.takeError());
   }
   return result;
+}
+
+/// The greedy list policy \p variant (bit 0: later stage first, bit 1:
+/// forward first, bit 2: W not deferred) with per-rank warm-up depths.
+llvm::Expected<Schedule> greedyWithDepth(const Problem &problem,
+                                         llvm::ArrayRef<int> placement,
+                                         const std::vector<double> &limits,
+                                         int variant,
+                                         const std::vector<int> &depth) {
+  ListPolicy policy;
+  policy.memoryLimit = limits;
+  policy.laterStageFirst = variant & 1;
+  policy.backwardFirst = !(variant & 2);
+  policy.deferWeights = !(variant & 4);
+  policy.maxInFlight = depth;
+  return listSchedule(problem, placement, policy);
 }
 
 bool isContiguous(llvm::ArrayRef<int> placement) {
@@ -251,6 +270,14 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   };
   std::vector<Backbone> backbones;
   std::vector<double> limits(p, limit);
+  struct DepthCandidate {
+    std::vector<int> placement;
+    int variant;
+    std::vector<int> depth;
+    double makespan;
+    std::string name;
+  };
+  std::optional<DepthCandidate> bestDepth;
   auto runBackbone = [&](const std::vector<int> &placement, bool interleaved,
                          const std::vector<int> &warmup) {
     ListPolicy policy;
@@ -300,6 +327,56 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
       policy.deferWeights = !(variant & 4);
       search.consider(listSchedule(problem, np.placement, policy),
                       fmt::format("greedy {} #{}", np.name, variant));
+    }
+    // Greedy with a warm-up depth per rank (later chunk first, W deferred)
+    // on the multi-chunk placements: a family of depths, the best of which
+    // is tuned below. It pays where warm-up and cool-down are a large part
+    // of the step (m <= 4p); beyond that it only costs search time.
+    if (mbs > 4 * p || contiguous)
+      continue;
+    for (int variant : {1, 3})
+      for (int base : {std::max(1, p / 2), p, 3 * p / 2, 2 * p})
+        for (int slope : {0, 1}) {
+          if (search.outOfTime())
+            break;
+          std::vector<int> depth(p);
+          for (int r = 0; r < p; ++r)
+            depth[r] = std::max(1, base + slope * (p - 1 - r));
+          double makespan = search.consider(
+              greedyWithDepth(problem, np.placement, limits, variant, depth),
+              fmt::format("greedy {} #{} depth {}{}", np.name, variant, base,
+                          slope ? "+" : ""));
+          if (std::isfinite(makespan) &&
+              (!bestDepth || makespan < bestDepth->makespan - 1e-9))
+            bestDepth = DepthCandidate{np.placement, variant, depth, makespan,
+                                       np.name};
+        }
+  }
+
+  // Hill climbing on the best per-rank warm-up depths, a bounded number of
+  // steps (deterministic, unlike a time budget).
+  if (bestDepth) {
+    int budget = 4 * p;
+    for (bool improved = true; improved && budget > 0 && !search.outOfTime();) {
+      improved = false;
+      for (int i = 0; i < p && budget > 0 && !search.outOfTime(); ++i)
+        for (int delta : {1, -1}) {
+          std::vector<int> depth = bestDepth->depth;
+          depth[i] += delta;
+          if (depth[i] < 1 || budget-- <= 0)
+            continue;
+          double makespan = search.consider(
+              greedyWithDepth(problem, bestDepth->placement, limits,
+                              bestDepth->variant, depth),
+              fmt::format("greedy {} #{} depths tuned", bestDepth->name,
+                          bestDepth->variant));
+          if (makespan < bestDepth->makespan - 1e-9) {
+            bestDepth->depth = std::move(depth);
+            bestDepth->makespan = makespan;
+            improved = true;
+            break;
+          }
+        }
     }
   }
 
