@@ -36,6 +36,12 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.rank = static_cast<int>(rank.getInt());
     if (IntegerAttr layers = op.getLayersAttr())
       stage.layers = static_cast<int>(layers.getInt());
+    if (FloatAttr af = op.getAttentionForwardAttr())
+      stage.attention = sched::Stage::Attention{
+          af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),
+          op.getAttentionMemoryAttr()
+              ? op.getAttentionMemoryAttr().getValueAsDouble()
+              : 0.0};
     problem.stages.push_back(std::move(stage));
   }
   return problem;
@@ -50,6 +56,12 @@ stagecraft::pipe::getActionKind(Operation *op) {
       .Case([](BackwardOp) { return sched::ActionKind::Backward; })
       .Case([](ForwardBackwardOp) {
         return sched::ActionKind::ForwardBackward;
+      })
+      .Case([](AttentionForwardOp) {
+        return sched::ActionKind::AttentionForward;
+      })
+      .Case([](AttentionBackwardOp) {
+        return sched::ActionKind::AttentionBackward;
       })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -67,6 +79,7 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
 
   model.schedule.ranks.resize(numRanks);
   model.schedule.placement.assign(numStages, -1);
+  model.schedule.recompute = op.getRecompute();
   model.actionOps.resize(numRanks);
   model.rankOps.resize(numRanks);
   model.instructionOps.resize(numRanks);
@@ -197,7 +210,8 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
                               << " on no rank";
   if (hasComm)
     model.program = sched::Program{model.schedule.placement,
-                                   std::move(instructions)};
+                                   std::move(instructions),
+                                   model.schedule.recompute};
   return model;
 }
 
@@ -239,6 +253,7 @@ ScheduleOp stagecraft::pipe::buildSchedule(
     llvm::function_ref<Location(int, int)> actionLoc) {
   sched::Program program;
   program.placement = schedule.placement;
+  program.recompute = schedule.recompute;
   for (const std::vector<sched::Action> &rank : schedule.ranks) {
     program.ranks.emplace_back();
     for (const sched::Action &a : rank)
@@ -259,7 +274,8 @@ ScheduleOp stagecraft::pipe::buildProgram(
       loc, builder.getStringAttr(name),
       FlatSymbolRefAttr::get(pipeline.getSymNameAttr()),
       kind.empty() ? StringAttr() : builder.getStringAttr(kind), FloatAttr(),
-      FloatAttr(), DenseF64ArrayAttr());
+      FloatAttr(), DenseF64ArrayAttr(),
+      program.recompute ? builder.getUnitAttr() : UnitAttr());
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&op.getBody().emplaceBlock());
   auto comm = [&](Location at, const sched::CommOp &c) {
@@ -321,6 +337,12 @@ ScheduleOp stagecraft::pipe::buildProgram(
         builder.create<ForwardBackwardOp>(
             at, stage, mb, stageRefs[a.backwardStage],
             builder.getI64IntegerAttr(a.backwardMicrobatch));
+        break;
+      case sched::ActionKind::AttentionForward:
+        builder.create<AttentionForwardOp>(at, stage, mb);
+        break;
+      case sched::ActionKind::AttentionBackward:
+        builder.create<AttentionBackwardOp>(at, stage, mb);
         break;
       }
     }

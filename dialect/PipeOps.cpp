@@ -248,6 +248,25 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
                       b.getF64FloatAttr(activation));
   result.addAttribute(getWeightGradAttrName(result.name),
                       b.getF64FloatAttr(memory[1].second.value_or(activation)));
+  std::pair<StringRef, std::optional<double>> attention[] = {
+      {"forward", std::nullopt},
+      {"backward", std::nullopt},
+      {"memory", std::nullopt}};
+  SMLoc attentionLoc = parser.getCurrentLocation();
+  if (succeeded(parser.parseOptionalKeyword("attention"))) {
+    if (parseNamedNumbers(parser, "attention", attention, /*required=*/false))
+      return failure();
+    for (int i = 0; i < 2; ++i)
+      if (!attention[i].second)
+        return parser.emitError(attentionLoc)
+               << "attention(...) needs '" << attention[i].first << "'";
+    result.addAttribute(getAttentionForwardAttrName(result.name),
+                        b.getF64FloatAttr(*attention[0].second));
+    result.addAttribute(getAttentionBackwardAttrName(result.name),
+                        b.getF64FloatAttr(*attention[1].second));
+    result.addAttribute(getAttentionMemoryAttrName(result.name),
+                        b.getF64FloatAttr(attention[2].second.value_or(0.0)));
+  }
   return parser.parseOptionalAttrDict(result.attributes);
 }
 
@@ -270,13 +289,23 @@ void StageOp::print(OpAsmPrinter &p) {
     << formatNumber(getActivation().convertToDouble())
     << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
     << ")";
+  if (FloatAttr af = getAttentionForwardAttr())
+    p << " attention(forward = " << formatNumber(af.getValueAsDouble())
+      << ", backward = "
+      << formatNumber(getAttentionBackwardAttr().getValueAsDouble())
+      << ", memory = "
+      << formatNumber(getAttentionMemoryAttr()
+                          ? getAttentionMemoryAttr().getValueAsDouble()
+                          : 0.0)
+      << ")";
   p.printOptionalAttrDict(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getRankAttrName(), getLayersAttrName(),
        getForwardAttrName(),
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
        getForwardBackwardAttrName(), getActivationAttrName(),
-       getWeightGradAttrName()});
+       getWeightGradAttrName(), getAttentionForwardAttrName(),
+       getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
 }
 
 LogicalResult StageOp::verify() {
@@ -290,11 +319,17 @@ LogicalResult StageOp::verify() {
     if (!std::isfinite(value) || value < 0.0)
       return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(value);
-  if (FloatAttr fb = getForwardBackwardAttr()) {
-    double value = fb.getValueAsDouble();
+  std::pair<StringRef, FloatAttr> optional[] = {
+      {"cost 'forward_backward'", getForwardBackwardAttr()},
+      {"attention 'forward'", getAttentionForwardAttr()},
+      {"attention 'backward'", getAttentionBackwardAttr()},
+      {"attention 'memory'", getAttentionMemoryAttr()}};
+  for (auto [what, attr] : optional) {
+    if (!attr)
+      continue;
+    double value = attr.getValueAsDouble();
     if (!std::isfinite(value) || value < 0.0)
-      return emitOpError() << "cost 'forward_backward' must be finite and "
-                              "non-negative, got "
+      return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(value);
   }
   if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())

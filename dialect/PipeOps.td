@@ -61,7 +61,10 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     optional cost entry `forward_backward` is the cost of this stage's
     forward overlapped with a full backward (default F + B: no gain).
     `layers(N)` gives the stage's transformer layers, for training with the
-    reference model (`stagecraft-run --train`).
+    reference model (`stagecraft-run --train`). `attention(forward = X,
+    backward = Y, memory = Z)` declares the core attention that follows the
+    stage as a separate task (HelixPipe's cut at the attention boundary):
+    its costs and the memory it keeps from forward to backward (default 0).
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -76,7 +79,10 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     F64Attr:$backward_weight,
     OptionalAttr<F64Attr>:$forward_backward,
     F64Attr:$activation,
-    F64Attr:$weight_grad
+    F64Attr:$weight_grad,
+    OptionalAttr<F64Attr>:$attention_forward,
+    OptionalAttr<F64Attr>:$attention_backward,
+    OptionalAttr<F64Attr>:$attention_memory
   );
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -120,7 +126,8 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     OptionalAttr<StrAttr>:$kind,
     OptionalAttr<F64Attr>:$makespan,
     OptionalAttr<F64Attr>:$bubble_ratio,
-    OptionalAttr<DenseF64ArrayAttr>:$peak_memory
+    OptionalAttr<DenseF64ArrayAttr>:$peak_memory,
+    UnitAttr:$recompute
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `for` $pipeline attr-dict-with-keyword $body";
@@ -161,6 +168,13 @@ def Pipe_BackwardWeightOp
     : Pipe_ActionOp<"backward_weight", "Backward for the weight gradient (W)">;
 def Pipe_BackwardOp
     : Pipe_ActionOp<"backward", "Full backward, I and W fused (B)">;
+
+def Pipe_AttentionForwardOp
+    : Pipe_ActionOp<"attention_forward",
+                     "Core attention that follows a stage, forward (A)">;
+def Pipe_AttentionBackwardOp
+    : Pipe_ActionOp<"attention_backward",
+                     "Core attention that follows a stage, backward (G)">;
 
 def Pipe_ForwardBackwardOp : Pipe_Op<"forward_backward", [HasParent<"RankOp">]> {
   let summary = "A forward overlapped with a full backward (X, DualPipe's F&B)";

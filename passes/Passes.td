@@ -36,6 +36,14 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       1F1B peak), in at most `time-limit` seconds; prints a progress line on
       stderr when it runs longer than a second. Never worse than the fixed
       kinds that fit the limit. Sets `auto_choice` and `lower_bound`.
+    - `helix`: HelixPipe (attention-parallel). Stage j is parameter block j
+      on rank j mod p and every stage but the last declares the core
+      attention that follows it (`attention(...)`); microbatch offset d of a
+      group of p runs that attention on rank (j mod p + d + 1) mod p, so a
+      layer's p attentions run on p ranks at once. `folds` groups interleave
+      layer by layer; all forwards, then the backwards in reverse order;
+      `recompute` adds each block's forward to its backward. Communication
+      lowering and the runtime do not take attention tasks yet.
 
     Without pins, `gpipe` and `1f1b` place contiguous blocks of stages, one
     block per rank; `interleaved-1f1b` needs `ranks x chunks` stages.
@@ -72,6 +80,10 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "given limit fails">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
            "Seconds the auto search may take">,
+    Option<"folds", "folds", "int", /*default=*/"2",
+           "helix: groups of ranks microbatches interleaved layer by layer">,
+    Option<"recompute", "recompute", "bool", /*default=*/"true",
+           "helix: backwards recompute their block's forward">,
   ];
 }
 

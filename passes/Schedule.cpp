@@ -103,8 +103,13 @@ struct SchedulePass
     llvm::Expected<sched::ScheduleKind> parsed = sched::parseScheduleKind(kind);
     if (!parsed)
       return parsed.takeError();
+    sched::ScheduleOptions options;
+    options.kind = *parsed;
+    options.chunks = chunks;
+    options.folds = folds;
+    options.recompute = recompute;
     llvm::Expected<sched::Schedule> schedule =
-        sched::generateSchedule(problem, {*parsed, chunks});
+        sched::generateSchedule(problem, options);
     if (!schedule || memoryLimit <= 0.0)
       return schedule;
     llvm::Expected<sched::Timeline> t = sched::simulate(problem, *schedule);

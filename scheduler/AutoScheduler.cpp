@@ -227,6 +227,13 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                                       const AutoOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
+  for (const Stage &s : problem.stages)
+    if (s.attention)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("stage @{} has attention(...); auto does not place "
+                      "attention tasks, use kind=helix",
+                      s.name));
   double limit = options.memoryLimit;
   if (limit <= 0.0) {
     llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);

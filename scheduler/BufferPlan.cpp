@@ -175,6 +175,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         forward(a.stage, a.microbatch);
         inputGrad(a.backwardStage, a.backwardMicrobatch, /*full=*/true);
         break;
+      case ActionKind::AttentionForward:
+      case ActionKind::AttentionBackward:
+        llvm_unreachable("verified programs hold no attention tasks");
       }
     }
 
@@ -265,6 +268,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           o.cost = overlappedCost(stage,
                                   problem.stages[instr.action.backwardStage]);
           break;
+        case ActionKind::AttentionForward:
+        case ActionKind::AttentionBackward:
+          llvm_unreachable("verified programs hold no attention tasks");
         }
         for (uint64_t tag : reads[i])
           o.reads.push_back(use(tag));

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/Generators.h"
+#include "scheduler/Helix.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +14,7 @@ using namespace stagecraft::pipe::sched;
 static constexpr ScheduleKind kAllKinds[] = {
     ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
     ScheduleKind::ZBH1,  ScheduleKind::ZBH2,     ScheduleKind::ZBV,
-    ScheduleKind::DualPipeV};
+    ScheduleKind::DualPipeV, ScheduleKind::Helix};
 
 llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
   switch (kind) {
@@ -31,6 +32,8 @@ llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
     return "zb-v";
   case ScheduleKind::DualPipeV:
     return "dualpipev";
+  case ScheduleKind::Helix:
+    return "helix";
   }
   llvm_unreachable("unknown schedule kind");
 }
@@ -55,6 +58,14 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
                               const ScheduleOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
+  if (options.kind != ScheduleKind::Helix)
+    for (const Stage &s : problem.stages)
+      if (s.attention)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("stage @{} has attention(...), a separate task that "
+                        "only kind=helix schedules",
+                        s.name));
   if (options.kind != ScheduleKind::Interleaved1F1B && options.chunks > 1)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -88,6 +99,8 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
     return generateZBV(problem);
   case ScheduleKind::DualPipeV:
     return generateDualPipeV(problem);
+  case ScheduleKind::Helix:
+    return generateHelix(problem, options.folds, options.recompute);
   }
   llvm_unreachable("unknown schedule kind");
 }

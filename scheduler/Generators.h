@@ -25,6 +25,7 @@ enum class ScheduleKind {
   ZBH2,
   ZBV,
   DualPipeV,
+  Helix,
 };
 
 /// "gpipe", "1f1b", "interleaved-1f1b".
@@ -36,6 +37,10 @@ struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::OneFOneB;
   /// Stages per rank for interleaved-1f1b; 0 derives it as stages / ranks.
   int chunks = 0;
+  /// helix: groups of ranks microbatches interleaved layer by layer, and
+  /// whether backwards recompute their stage's forward.
+  int folds = 2;
+  bool recompute = true;
 };
 
 /// Places the stages and generates the schedule of \p options.kind. Fails if

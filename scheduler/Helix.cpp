@@ -12,8 +12,110 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 
 using namespace stagecraft::pipe::sched;
+
+namespace {
+/// A task before it is ordered; lower priority runs first.
+struct Node {
+  Task task;
+  std::vector<std::pair<int, double>> deps; // node, latency
+  double priority;
+};
+
+/// Each rank, when free, runs its ready task of lowest priority: the helix
+/// order without a rank idling behind a task that is not ready yet. Returns
+/// the nodes in start order.
+llvm::Expected<std::vector<int>> greedyOrder(const std::vector<Node> &nodes,
+                                             int p) {
+  const size_t count = nodes.size();
+  std::vector<std::vector<int>> users(count);
+  std::vector<int> waiting(count, 0);
+  std::vector<double> readyAt(count, 0.0), end(count, 0.0);
+  for (size_t k = 0; k < count; ++k) {
+    waiting[k] = static_cast<int>(nodes[k].deps.size());
+    for (auto [d, lat] : nodes[k].deps)
+      users[d].push_back(static_cast<int>(k));
+  }
+  std::vector<std::vector<int>> available(p);
+  for (size_t k = 0; k < count; ++k)
+    if (waiting[k] == 0)
+      available[nodes[k].task.rank].push_back(static_cast<int>(k));
+  std::vector<double> freeAt(p, 0.0);
+  std::vector<int> order;
+  order.reserve(count);
+  double now = 0.0;
+  while (order.size() < count) {
+    double next = std::numeric_limits<double>::infinity();
+    bool progressed = false;
+    for (int r = 0; r < p; ++r) {
+      if (freeAt[r] > now + 1e-12) {
+        next = std::min(next, freeAt[r]);
+        continue;
+      }
+      int best = -1;
+      for (int k : available[r]) {
+        if (readyAt[k] > now + 1e-12) {
+          next = std::min(next, readyAt[k]);
+          continue;
+        }
+        if (best < 0 || nodes[k].priority < nodes[best].priority)
+          best = k;
+      }
+      if (best < 0)
+        continue;
+      available[r].erase(
+          std::find(available[r].begin(), available[r].end(), best));
+      end[best] = now + nodes[best].task.cost;
+      freeAt[r] = end[best];
+      next = std::min(next, freeAt[r]);
+      order.push_back(best);
+      progressed = true;
+      for (int u : users[best]) {
+        double lat = 0.0;
+        for (auto [d, l] : nodes[u].deps)
+          if (d == best)
+            lat = std::max(lat, l);
+        readyAt[u] = std::max(readyAt[u], end[best] + lat);
+        if (--waiting[u] == 0)
+          available[nodes[u].task.rank].push_back(u);
+      }
+    }
+    if (!progressed) {
+      if (!std::isfinite(next))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "helix ordering stalled: a task never became ready");
+      now = next;
+    }
+  }
+  return order;
+}
+
+/// The global forward order of HelixPipe: super-groups of `folds` groups of
+/// p microbatches, layer by layer.
+struct Item {
+  bool attention;
+  int j, m;
+};
+std::vector<Item> helixForwardOrder(int p, int mbs, int blocks,
+                                    bool lastHasAttention, int folds) {
+  std::vector<Item> forward;
+  const int groupSpan = p * folds;
+  for (int m0 = 0; m0 < mbs; m0 += groupSpan) {
+    int m1 = std::min(mbs, m0 + groupSpan);
+    for (int j = 0; j < blocks; ++j)
+      for (int m = m0; m < m1; ++m) {
+        forward.push_back({false, j, m});
+        if (j + 1 < blocks || lastHasAttention)
+          forward.push_back({true, j, m});
+      }
+  }
+  return forward;
+}
+} // namespace
 
 LayerCosts stagecraft::pipe::sched::layerCosts(const TransformerShape &t) {
   const double b = t.batch, S = t.sequence, h = t.hidden, e = t.elementBytes;
@@ -69,30 +171,11 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
   auto rankOfAttention = [&](int j, int m) {
     return (j % p + offset(m) + 1) % p;
   };
-  // Global forward order: super-groups of `folds` groups of p microbatches,
-  // layer by layer, block then its attention, microbatch by microbatch.
-  struct Item {
-    bool attention;
-    int j, m;
-  };
-  std::vector<Item> forward;
-  const int groupSpan = p * options.folds;
-  for (int m0 = 0; m0 < mbs; m0 += groupSpan) {
-    int m1 = std::min(mbs, m0 + groupSpan);
-    for (int j = 0; j <= L; ++j)
-      for (int m = m0; m < m1; ++m) {
-        forward.push_back({false, j, m});
-        if (j < L)
-          forward.push_back({true, j, m});
-      }
-  }
+  std::vector<Item> forward =
+      helixForwardOrder(p, mbs, blocks, /*lastHasAttention=*/false,
+                        options.folds);
   // The tasks, before they are ordered: forwards in the global order, then
   // backwards in exactly the reverse order; lower priority runs first.
-  struct Node {
-    Task task;
-    std::vector<std::pair<int, double>> deps; // node, latency
-    double priority;
-  };
   std::vector<Node> nodes;
   std::vector<int> fwdNode(static_cast<size_t>(mbs) * (blocks + L), -1),
       bwdNode(fwdNode.size(), -1);
@@ -146,69 +229,11 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
     }
   }
 
-  // Each rank, when free, runs its ready task of lowest priority: the helix
-  // order without a rank idling behind a task that is not ready yet.
+  llvm::Expected<std::vector<int>> ordered = greedyOrder(nodes, p);
+  if (!ordered)
+    return ordered.takeError();
+  const std::vector<int> &order = *ordered;
   const size_t count = nodes.size();
-  std::vector<std::vector<int>> users(count);
-  std::vector<int> waiting(count, 0);
-  std::vector<double> readyAt(count, 0.0), end(count, 0.0);
-  for (size_t k = 0; k < count; ++k) {
-    waiting[k] = static_cast<int>(nodes[k].deps.size());
-    for (auto [d, lat] : nodes[k].deps)
-      users[d].push_back(static_cast<int>(k));
-  }
-  std::vector<std::vector<int>> available(p);
-  for (size_t k = 0; k < count; ++k)
-    if (waiting[k] == 0)
-      available[nodes[k].task.rank].push_back(static_cast<int>(k));
-  std::vector<double> freeAt(p, 0.0);
-  std::vector<int> order;
-  order.reserve(count);
-  size_t started = 0;
-  double now = 0.0;
-  while (started < count) {
-    double next = std::numeric_limits<double>::infinity();
-    bool progressed = false;
-    for (int r = 0; r < p; ++r) {
-      if (freeAt[r] > now + 1e-12) {
-        next = std::min(next, freeAt[r]);
-        continue;
-      }
-      int best = -1;
-      for (int k : available[r]) {
-        if (readyAt[k] > now + 1e-12) {
-          next = std::min(next, readyAt[k]);
-          continue;
-        }
-        if (best < 0 || nodes[k].priority < nodes[best].priority)
-          best = k;
-      }
-      if (best < 0)
-        continue;
-      available[r].erase(
-          std::find(available[r].begin(), available[r].end(), best));
-      end[best] = now + nodes[best].task.cost;
-      freeAt[r] = end[best];
-      next = std::min(next, freeAt[r]);
-      order.push_back(best);
-      ++started;
-      progressed = true;
-      for (int u : users[best]) {
-        double lat = 0.0;
-        for (auto [d, l] : nodes[u].deps)
-          if (d == best)
-            lat = std::max(lat, l);
-        readyAt[u] = std::max(readyAt[u], end[best] + lat);
-        if (--waiting[u] == 0)
-          available[nodes[u].task.rank].push_back(u);
-      }
-    }
-    if (!progressed) {
-      if (!std::isfinite(next))
-        return fail("helix ordering stalled: a task never became ready");
-      now = next;
-    }
-  }
 
   // The graph in that order, so that simulating it replays the run.
   TaskGraph graph(p);
@@ -253,4 +278,94 @@ llvm::Expected<Problem> stagecraft::pipe::sched::layerPipelineProblem(
     problem.stages.push_back(stage);
   }
   return problem;
+}
+
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateHelix(const Problem &problem, int folds,
+                                       bool recompute) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  const int p = problem.ranks, n = problem.numStages(),
+            mbs = problem.microbatches;
+  auto fail = [](std::string what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+  };
+  if (folds < 1)
+    return fail(fmt::format("folds must be at least 1, got {}", folds));
+  for (int s = 0; s + 1 < n; ++s)
+    if (!problem.stages[s].attention)
+      return fail(fmt::format("helix cuts every layer at its attention: stage "
+                              "@{} needs attention(...) (every stage but the "
+                              "last does)",
+                              problem.stages[s].name));
+  Schedule schedule;
+  schedule.recompute = recompute;
+  schedule.placement.resize(n);
+  for (int s = 0; s < n; ++s) {
+    schedule.placement[s] = s % p;
+    const std::optional<int> &pin = problem.stages[s].rank;
+    if (pin && *pin != s % p)
+      return fail(fmt::format("helix places block @{} on rank {}, but it is "
+                              "pinned to rank {}",
+                              problem.stages[s].name, s % p, *pin));
+  }
+  std::vector<Item> forward =
+      helixForwardOrder(p, mbs, n, /*lastHasAttention=*/false, folds);
+  auto rankOf = [&](const Item &it) {
+    return it.attention ? (it.j % p + it.m % p + 1) % p : it.j % p;
+  };
+  std::vector<Node> nodes;
+  std::map<std::tuple<bool, bool, int, int>, int> id; // backward?, attn?, j, m
+  auto add = [&](const Item &it, bool backward) {
+    const Stage &st = problem.stages[it.j];
+    ActionKind kind = it.attention ? (backward ? ActionKind::AttentionBackward
+                                               : ActionKind::AttentionForward)
+                                   : (backward ? ActionKind::Backward
+                                               : ActionKind::Forward);
+    Task t{kind, it.j, it.m, rankOf(it), 0, 0, 0};
+    t.cost = it.attention ? (backward ? st.attention->backward
+                                      : st.attention->forward)
+                          : (backward ? st.backward() +
+                                            (recompute ? st.forward : 0.0)
+                                      : st.forward);
+    id[{backward, it.attention, it.j, it.m}] = static_cast<int>(nodes.size());
+    nodes.push_back({t, {}, static_cast<double>(nodes.size())});
+  };
+  for (const Item &it : forward)
+    add(it, false);
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it)
+    add(*it, true);
+  auto dep = [&](int to, bool backward, bool attention, int j, int m) {
+    int from = id.at({backward, attention, j, m});
+    double lat =
+        nodes[from].task.rank == nodes[to].task.rank ? 0.0 : problem.latency;
+    nodes[to].deps.push_back({from, lat});
+  };
+  for (const Item &it : forward) {
+    int f = id.at({false, it.attention, it.j, it.m});
+    int b = id.at({true, it.attention, it.j, it.m});
+    dep(b, false, it.attention, it.j, it.m);
+    if (it.attention) {
+      dep(f, false, false, it.j, it.m);
+      dep(b, true, false, it.j + 1, it.m);
+      continue;
+    }
+    if (it.j > 0) {
+      dep(f, false, false, it.j - 1, it.m);
+      dep(f, false, true, it.j - 1, it.m);
+    }
+    if (it.j + 1 < n) {
+      dep(b, true, false, it.j + 1, it.m);
+      dep(b, true, true, it.j, it.m);
+    }
+  }
+  llvm::Expected<std::vector<int>> order = greedyOrder(nodes, p);
+  if (!order)
+    return order.takeError();
+  schedule.ranks.resize(p);
+  for (int k : *order)
+    schedule.ranks[nodes[k].task.rank].push_back(nodes[k].task.action());
+  if (llvm::Error err = verifySchedule(problem, schedule))
+    return std::move(err);
+  return schedule;
 }

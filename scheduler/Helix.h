@@ -12,9 +12,9 @@
 // recomputation, blocks keep only their input and recompute their forward
 // before the backward; attention keeps its output and is never recomputed.
 //
-// This file is the scheduling core only (simulation with the transfers on
-// the links); the `pipe` dialect, passes and runtime do not handle attention
-// tasks yet.
+// `helixTaskGraph` models the transfers by their bytes (for the benchmark);
+// `generateHelix` makes a `pipe` schedule with attention actions, which the
+// verifier and simulator handle (communication lowering does not yet).
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +87,14 @@ llvm::Expected<Problem> layerPipelineProblem(const TransformerShape &shape,
                                              const LayerCosts &costs,
                                              const Link &link, int ranks,
                                              int stages, int microbatches);
+
+/// HelixPipe on a `pipe` problem: stage j is parameter block j on rank
+/// j mod p, every stage but the last is followed by its `attention`, which
+/// microbatch offset d of a group runs on rank (j mod p + d + 1) mod p; B is
+/// the full backward, with the stage's forward recomputed when \p recompute.
+/// Any layer and microbatch count works (the last group may be shorter).
+llvm::Expected<Schedule> generateHelix(const Problem &problem, int folds,
+                                       bool recompute);
 
 } // namespace stagecraft::pipe::sched
 

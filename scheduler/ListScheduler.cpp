@@ -155,7 +155,9 @@ void ListBuilder::start(int r, Action a, double t) {
     --remaining[slot];
     break;
   case ActionKind::ForwardBackward:
-    llvm_unreachable("the list scheduler does not overlap actions");
+  case ActionKind::AttentionForward:
+  case ActionKind::AttentionBackward:
+    llvm_unreachable("the list scheduler runs F, I, W and B only");
   }
   schedule.ranks[r].push_back(a);
   freeAt[r] = t + cost;

@@ -57,6 +57,20 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
         {"backward_weight", stage.backwardWeight},
         {"activation", stage.activation},
         {"weight_grad", stage.weightGrad}};
+    if (stage.attention) {
+      const Stage::Attention &a = *stage.attention;
+      for (auto [key, value] : {std::pair<const char *, double>{"forward", a.forward},
+                                {"backward", a.backward},
+                                {"memory", a.memory}})
+        if (!isNonNegativeFinite(value))
+          return fail(fmt::format("stage @{}: attention '{}' must be finite "
+                                  "and non-negative, got {}",
+                                  stage.name, key, value));
+      if (&stage == &problem.stages.back())
+        return fail(fmt::format("stage @{}: attention after the last stage "
+                                "has no stage to feed",
+                                stage.name));
+    }
     if (stage.forwardBackward && !isNonNegativeFinite(*stage.forwardBackward))
       return fail(fmt::format("stage @{}: 'forward_backward' must be finite and "
                               "non-negative, got {}",

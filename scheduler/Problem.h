@@ -37,6 +37,13 @@ struct Stage {
   std::optional<int> rank;
   /// Transformer layers of the stage (for training); 0 when not given.
   int layers = 0;
+  /// The core attention that follows this stage (HelixPipe cuts layers at
+  /// the attention boundary): its costs and the memory it keeps from its
+  /// forward to its backward.
+  struct Attention {
+    double forward = 0.0, backward = 0.0, memory = 0.0;
+  };
+  std::optional<Attention> attention;
 
   double backward() const { return backwardInput + backwardWeight; }
   /// Time saved by overlapping this stage's F with a B: F + B - F&B.

@@ -26,6 +26,7 @@ std::string stagecraft::pipe::sched::describeMessage(const Problem &problem,
 Schedule Program::computeSchedule() const {
   Schedule schedule;
   schedule.placement = placement;
+  schedule.recompute = recompute;
   schedule.ranks.resize(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r)
     for (const Instruction &instr : ranks[r])
@@ -73,6 +74,10 @@ Edges crossRankEdges(const Problem &problem, llvm::ArrayRef<int> placement,
   case ActionKind::ForwardBackward:
     forwardHalf(a.stage, a.microbatch);
     backwardHalf(a.backwardStage, a.backwardMicrobatch);
+    break;
+  case ActionKind::AttentionForward:
+  case ActionKind::AttentionBackward:
+    // Not lowered yet; verifyProgram refuses programs with attention.
     break;
   }
   return edges;
@@ -148,6 +153,15 @@ Program stagecraft::pipe::sched::lowerCommunication(const Problem &problem,
 llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                                                    const Program &program) {
   const int p = program.numRanks();
+  for (int r = 0; r < p; ++r)
+    for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i)
+      if (program.ranks[r][i].kind == Instruction::Kind::Compute &&
+          isAttention(program.ranks[r][i].action.kind))
+        return scheduleError(
+            fmt::format("{}: attention tasks are not lowered to communication "
+                        "yet, so this schedule cannot become a runtime plan",
+                        describeAction(problem, program.ranks[r][i].action)),
+            {r, i});
   Schedule compute = program.computeSchedule();
   // Compute-level sites index actions; map them to instruction indices.
   std::vector<std::vector<int>> computeAt(p);

@@ -68,6 +68,8 @@ struct Instruction {
 struct Program {
   std::vector<int> placement;
   std::vector<std::vector<Instruction>> ranks;
+  /// As Schedule::recompute.
+  bool recompute = false;
 
   int numRanks() const { return static_cast<int>(ranks.size()); }
   /// The compute actions alone, as a schedule.

@@ -55,6 +55,12 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
                         "PyTorch CSV cannot express",
                         shortName(instr.action)),
             {r, i});
+      if (isAttention(instr.action.kind))
+        return scheduleError(
+            fmt::format("{} is a separate attention task, which the PyTorch "
+                        "CSV cannot express",
+                        shortName(instr.action)),
+            {r, i});
       cell(shortName(instr.action));
     }
     out += '\n';

@@ -23,6 +23,10 @@ char stagecraft::pipe::sched::actionLetter(ActionKind kind) {
     return 'B';
   case ActionKind::ForwardBackward:
     return 'X';
+  case ActionKind::AttentionForward:
+    return 'A';
+  case ActionKind::AttentionBackward:
+    return 'G';
   }
   llvm_unreachable("unknown action kind");
 }
@@ -54,6 +58,10 @@ llvm::StringRef stagecraft::pipe::sched::actionOpName(ActionKind kind) {
     return "backward";
   case ActionKind::ForwardBackward:
     return "forward_backward";
+  case ActionKind::AttentionForward:
+    return "attention_forward";
+  case ActionKind::AttentionBackward:
+    return "attention_backward";
   }
   llvm_unreachable("unknown action kind");
 }

@@ -21,18 +21,24 @@
 namespace stagecraft::pipe::sched {
 
 /// F forward, I backward for inputs, W backward for weights, B full backward
-/// (I and W fused), and X: a forward and a full backward of two stages on one
-/// rank, overlapped (DualPipe's F&B).
+/// (I and W fused), X: a forward and a full backward of two stages on one
+/// rank, overlapped (DualPipe's F&B), and the core attention that follows a
+/// stage (HelixPipe), forward A and backward G, on any rank.
 enum class ActionKind : uint8_t {
   Forward,
   BackwardInput,
   BackwardWeight,
   Backward,
   ForwardBackward,
+  AttentionForward,
+  AttentionBackward,
 };
-/// The kinds with a (stage, microbatch) slot of their own; an overlapped
-/// action fills the F slot of one pair and the B slot of another.
-constexpr int kNumActionKinds = 4;
+
+/// Whether \p kind is an attention task (not bound to its stage's rank).
+inline bool isAttention(ActionKind kind) {
+  return kind == ActionKind::AttentionForward ||
+         kind == ActionKind::AttentionBackward;
+}
 
 /// The letter PyTorch's pipelining CSV uses for \p kind.
 char actionLetter(ActionKind kind);
@@ -69,6 +75,8 @@ std::string shortName(const Action &action);
 struct Schedule {
   /// placement[stage] is the rank hosting that stage.
   std::vector<int> placement;
+  /// Backwards recompute their stage's forward first (costed, not kept).
+  bool recompute = false;
   /// ranks[r] is the compute order of rank r.
   std::vector<std::vector<Action>> ranks;
 

@@ -37,16 +37,17 @@ llvm::ArrayRef<Dependency> TaskGraph::dependencies(TaskId id) const {
 }
 
 namespace {
-/// Dense (stage, microbatch, kind) -> task lookup.
+/// Dense (stage, microbatch, kind) -> task lookup. An overlapped action has
+/// no slot of its own: it fills one F and one B slot.
 class TaskIndex {
 public:
+  static constexpr int kSlots = 7;
   TaskIndex(int stages, int microbatches)
       : microbatches(microbatches),
-        ids(static_cast<size_t>(stages) * microbatches * kNumActionKinds, -1) {}
+        ids(static_cast<size_t>(stages) * microbatches * kSlots, -1) {}
 
   TaskId &operator()(int stage, int mb, ActionKind kind) {
-    return ids[(static_cast<size_t>(stage) * microbatches + mb) *
-                   kNumActionKinds +
+    return ids[(static_cast<size_t>(stage) * microbatches + mb) * kSlots +
                static_cast<int>(kind)];
   }
 
@@ -111,7 +112,14 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
                           numMbs),
               site);
         int host = schedule.placement[h.stage];
-        if (host != r)
+        if (isAttention(h.kind) && !problem.stages[h.stage].attention)
+          return scheduleError(
+              fmt::format("{}: @{} has no attention(...) to run",
+                          describeAction(problem, a),
+                          problem.stages[h.stage].name),
+              site);
+        // Attention runs on whichever rank the schedule chooses.
+        if (host != r && !isAttention(h.kind))
           return scheduleError(fmt::format("{} is on rank {}, but @{} is "
                                            "hosted by rank {}",
                                            describeAction(problem, a), r,
@@ -155,7 +163,19 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
         task.backwardMicrobatch = a.backwardMicrobatch;
         break;
       }
+      case ActionKind::AttentionForward:
+        task.cost = stage.attention->forward;
+        task.allocAtStart = stage.attention->memory;
+        break;
+      case ActionKind::AttentionBackward:
+        task.cost = stage.attention->backward;
+        task.freeAtEnd = stage.attention->memory;
+        break;
       }
+      // A recomputing backward runs the stage's forward again first.
+      if (schedule.recompute && (a.kind == ActionKind::BackwardInput ||
+                                 a.kind == ActionKind::Backward))
+        task.cost += stage.forward;
       TaskId id = graph.addTask(task);
       for (const Half &h : halves)
         index(h.stage, h.mb, h.kind) = id;
@@ -187,6 +207,12 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       };
       if (index(s, m, ActionKind::Forward) < 0)
         noteMissing(ActionKind::Forward);
+      if (problem.stages[s].attention) {
+        if (index(s, m, ActionKind::AttentionForward) < 0)
+          noteMissing(ActionKind::AttentionForward);
+        if (index(s, m, ActionKind::AttentionBackward) < 0)
+          noteMissing(ActionKind::AttentionBackward);
+      }
       if (b < 0) {
         if (in < 0 && w < 0)
           noteMissing(ActionKind::Backward);
@@ -213,16 +239,26 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
           graph.task(producer).rank == task.rank ? 0.0 : problem.latency;
       deps.push_back({producer, latency});
     };
+    auto hasAttention = [&](int s) {
+      return s >= 0 && s < numStages && problem.stages[s].attention.has_value();
+    };
+    // The gradient a stage's backward starts from: I or B of the next stage.
+    auto gradientOf = [&](int s, int m) {
+      TaskId grad = index(s, m, ActionKind::BackwardInput);
+      return grad >= 0 ? grad : index(s, m, ActionKind::Backward);
+    };
     auto forwardDeps = [&](int s, int m) {
       if (s > 0)
         dependOn(index(s - 1, m, ActionKind::Forward));
+      if (hasAttention(s - 1))
+        dependOn(index(s - 1, m, ActionKind::AttentionForward));
     };
     auto inputGradDeps = [&](int s, int m) {
       dependOn(index(s, m, ActionKind::Forward));
-      if (s + 1 < numStages) {
-        TaskId grad = index(s + 1, m, ActionKind::BackwardInput);
-        dependOn(grad >= 0 ? grad : index(s + 1, m, ActionKind::Backward));
-      }
+      if (s + 1 < numStages)
+        dependOn(gradientOf(s + 1, m));
+      if (hasAttention(s))
+        dependOn(index(s, m, ActionKind::AttentionBackward));
     };
     int s = task.stage, m = task.microbatch;
     switch (task.kind) {
@@ -239,6 +275,13 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     case ActionKind::ForwardBackward:
       forwardDeps(s, m);
       inputGradDeps(task.backwardStage, task.backwardMicrobatch);
+      break;
+    case ActionKind::AttentionForward:
+      dependOn(index(s, m, ActionKind::Forward));
+      break;
+    case ActionKind::AttentionBackward:
+      dependOn(index(s, m, ActionKind::AttentionForward));
+      dependOn(gradientOf(s + 1, m));
       break;
     }
     graph.addDependencies(t, deps);

@@ -428,3 +428,65 @@ pipe.pipeline @p ranks(1) microbatches(1) {
   // expected-error @below {{'pipe.stage' op cost 'forward_backward' must be finite and non-negative, got -1.0}}
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0, forward_backward = -1.0)
 }
+
+// -----
+
+// Tests that attention costs must be non-negative.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op attention 'backward' must be finite and non-negative, got -2.0}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) attention(forward = 1.0, backward = -2.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that attention needs a following stage.
+// expected-error @below {{'pipe.pipeline' op stage @s1: attention after the last stage has no stage to feed}}
+pipe.pipeline @p ranks(1) microbatches(1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) attention(forward = 1.0, backward = 1.0)
+}
+
+// -----
+
+// Tests that attention(...) needs its costs.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{attention(...) needs 'backward'}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) attention(forward = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+pipe.pipeline @p ranks(1) microbatches(1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+// Tests an attention action on a stage without attention.
+pipe.schedule @sched for @p {
+  pipe.rank 0 stages [@s0, @s1] {
+    pipe.forward @s0 mb 0
+    // expected-error @below {{'pipe.schedule' op attention_forward @s0 mb 0: @s0 has no attention(...) to run}}
+    pipe.attention_forward @s0 mb 0
+  }
+}
+
+// -----
+
+pipe.pipeline @p ranks(2) microbatches(1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) attention(forward = 1.0, backward = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+// Tests a missing attention backward (attention may run on any rank).
+// expected-error @below {{'pipe.schedule' op missing attention_backward @s0 mb 0}}
+pipe.schedule @sched for @p {
+  pipe.rank 0 stages [@s0] {
+    pipe.forward @s0 mb 0
+    pipe.backward @s0 mb 0
+  }
+  pipe.rank 1 stages [@s1] {
+    pipe.attention_forward @s0 mb 0
+    pipe.forward @s1 mb 0
+    pipe.backward @s1 mb 0
+  }
+}

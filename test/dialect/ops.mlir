@@ -36,6 +36,30 @@ pipe.schedule @fb for @overlap {
   }
 }
 
+// Tests attention(...) and attention actions on a rank other than their
+// stage's.
+// CHECK-LABEL: pipe.pipeline @attn ranks(2) microbatches(1) {
+// CHECK-NEXT: pipe.stage @x layers(2) cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) memory(activation = 1.0, weight_grad = 1.0) attention(forward = 2.0, backward = 4.0, memory = 0.5)
+pipe.pipeline @attn ranks(2) microbatches(1) {
+  pipe.stage @x layers(2) cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) attention(memory = 0.5, backward = 4.0, forward = 2.0)
+  pipe.stage @y cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+// CHECK-LABEL: pipe.schedule @attn_hand for @attn attributes {recompute} {
+// CHECK: pipe.attention_forward @x mb 0
+// CHECK: pipe.attention_backward @x mb 0
+pipe.schedule @attn_hand for @attn attributes {recompute} {
+  pipe.rank 0 stages [@x] {
+    pipe.forward @x mb 0
+    pipe.backward @x mb 0
+  }
+  pipe.rank 1 stages [@y] {
+    pipe.attention_forward @x mb 0
+    pipe.forward @y mb 0
+    pipe.backward @y mb 0
+    pipe.attention_backward @x mb 0
+  }
+}
+
 // Tests latency and pins.
 // CHECK-LABEL: pipe.pipeline @pinned ranks(2) microbatches(1) latency(0.5) {
 // CHECK-NEXT: pipe.stage @a rank(1) cost(

@@ -9,7 +9,7 @@
 // message: an unknown kind, interleaving a stage count that is not a
 // multiple of the ranks, non-contiguous pins for 1F1B, chunks on a kind
 // without chunks. GPipe runs any placement.
-// KIND: pipe-schedule-errors.mlir:[[# @LINE + 6]]:1: error: unknown schedule kind '2f2b'; expected one of: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, auto
+// KIND: pipe-schedule-errors.mlir:[[# @LINE + 6]]:1: error: unknown schedule kind '2f2b'; expected one of: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto
 // DIVIDE: error: cannot schedule pipeline @p as interleaved-1f1b: interleaved placement needs a stage count divisible by the ranks: pipeline @p has 3 stages for 2 ranks
 // CHUNKS: error: cannot schedule pipeline @p as interleaved-1f1b: interleaved placement with 2 chunks on 2 ranks needs 4 stages, pipeline @p has 3
 // BLOCKS: error: cannot schedule pipeline @p as 1f1b: stages pinned to rank 0 are not contiguous (@s2 follows a stage on rank 1); this kind needs one block of consecutive stages per rank, use interleaved-1f1b or gpipe

@@ -197,7 +197,7 @@ TEST(Generators, KindNamesRoundTripAndUnknownKindsFail) {
   }
   EXPECT_EQ(errorMessage(parseScheduleKind("2f2b").takeError()),
             "unknown schedule kind '2f2b'; expected one of: gpipe, 1f1b, "
-            "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, auto");
+            "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto");
 }
 
 TEST(Generators, InvalidProblemsFail) {

@@ -101,3 +101,61 @@ TEST(Helix, AdvantageGrowsWithSequenceLength) {
 }
 
 } // namespace
+
+namespace {
+
+Problem helixProblem(int p, int m, int layers) {
+  Problem problem = uniformProblem(p, m, layers + 1, {1.0, 2.0, 0.0}, 0.1);
+  for (int s = 0; s < layers; ++s)
+    problem.stages[s].attention = Stage::Attention{1.5, 3.0, 0.5};
+  return problem;
+}
+
+TEST(HelixKind, ValidForAnyLayersAndMicrobatches) {
+  for (int p : {1, 2, 3, 4})
+    for (int layers : {p, 2 * p, 2 * p + 1})
+      for (int m = 1; m <= 3 * p; ++m)
+        for (int folds : {1, 2}) {
+          Problem problem = helixProblem(p, m, layers);
+          ScheduleOptions options{ScheduleKind::Helix};
+          options.folds = folds;
+          llvm::Expected<Schedule> s = generateSchedule(problem, options);
+          ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+          llvm::Expected<Timeline> t = simulate(problem, *s);
+          ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
+          // All work, the recomputed forwards included.
+          double busy = 0;
+          for (double b : t->busy)
+            busy += b;
+          double expected = m * ((layers + 1) * (1.0 + 2.0 + 1.0) +
+                                 layers * (1.5 + 3.0));
+          EXPECT_NEAR(busy, expected, 1e-9);
+          for (int r = 0; r < p; ++r)
+            EXPECT_GE(t->busy[r], 0.0);
+        }
+}
+
+TEST(HelixKind, AttentionsOfAGroupSpreadOverTheRanks) {
+  const int p = 4;
+  Problem problem = helixProblem(p, p, 2 * p);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::Helix});
+  for (int layer = 0; layer < 2 * p; ++layer) {
+    std::set<int> ranks;
+    for (int r = 0; r < p; ++r)
+      for (const Action &a : s.ranks[r])
+        if (a.kind == ActionKind::AttentionForward && a.stage == layer)
+          ranks.insert(r);
+    EXPECT_EQ(ranks.size(), static_cast<size_t>(p)) << "layer " << layer;
+  }
+}
+
+TEST(HelixKind, NeedsAttentionOnEveryStageButTheLast) {
+  Problem problem = helixProblem(2, 2, 2);
+  problem.stages[1].attention.reset();
+  EXPECT_EQ(errorMessage(generateSchedule(problem, {ScheduleKind::Helix})
+                             .takeError()),
+            "helix cuts every layer at its attention: stage @s1 needs "
+            "attention(...) (every stage but the last does)");
+}
+
+} // namespace

@@ -1,0 +1,28 @@
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1" --pipe-verify-schedule --pipe-simulate | FileCheck %s
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1 recompute=false" --pipe-simulate | FileCheck %s --check-prefix=NORECOMPUTE
+// RUN: not stagecraft-opt %s --split-input-file --pipe-schedule="kind=zb-h1" 2>&1 | FileCheck %s --check-prefix=OTHER
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix" | not stagecraft-translate --split-input-file --pipe-to-plan 2>&1 | FileCheck %s --check-prefix=PLAN
+
+// Tests HelixPipe on 2 ranks, 3 blocks (2 layers), 2 microbatches: block j
+// on rank j mod 2; microbatch offset d runs layer j's attention on rank
+// (j mod 2 + d + 1) mod 2, so the two attentions of a layer run on both
+// ranks; backwards recompute their block's forward (B costs F + B).
+// CHECK-LABEL: pipe.schedule @h_helix for @h
+// CHECK-SAME: makespan = 1.600000e+01 : f64
+// CHECK-SAME: recompute
+// CHECK: pipe.rank 0 stages [@b0, @b2] {
+// CHECK-DAG: pipe.attention_forward @b0 mb 1
+// CHECK-DAG: pipe.attention_forward @b1 mb 0
+// CHECK-DAG: pipe.attention_backward @b1 mb 0
+// CHECK: pipe.rank 1 stages [@b1] {
+// CHECK-DAG: pipe.attention_forward @b0 mb 0
+// CHECK-DAG: pipe.attention_forward @b1 mb 1
+// NORECOMPUTE: makespan = 1.200000e+01 : f64
+// NORECOMPUTE-NOT: recompute
+// OTHER: error: cannot schedule pipeline @h as zb-h1: stage @b0 has attention(...), a separate task that only kind=helix schedules
+// PLAN: error: 'pipe.schedule' op attention_forward @b0 mb {{[0-9]}}: attention tasks are not lowered to communication yet, so this schedule cannot become a runtime plan
+pipe.pipeline @h ranks(2) microbatches(2) {
+  pipe.stage @b0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) attention(forward = 1.0, backward = 1.0, memory = 0.5)
+  pipe.stage @b1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) attention(forward = 1.0, backward = 1.0)
+  pipe.stage @b2 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0)
+}
