@@ -134,11 +134,29 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
       return static_cast<int>(action.getAttrOfType<IntegerAttr>(attr).getInt());
     };
     auto commOf = [&](Operation &c) -> FailureOr<sched::CommOp> {
-      bool send = isa<SendActivationOp, SendGradientOp>(c);
+      bool send = isa<SendActivationOp, SendGradientOp, SendAttentionOp>(c);
       bool activation = isa<SendActivationOp, RecvActivationOp>(c);
-      if (!send && !isa<RecvActivationOp, RecvGradientOp>(c))
+      if (!send && !isa<RecvActivationOp, RecvGradientOp, RecvAttentionOp>(c))
         return c.emitOpError() << "is not allowed in a pipe.group; only "
                                   "sends and receives are";
+      sched::MessageKind kind = activation ? sched::MessageKind::Activation
+                                           : sched::MessageKind::Gradient;
+      if (auto m = c.getAttrOfType<AttentionMessageAttr>("message")) {
+        switch (m.getValue()) {
+        case AttentionMessage::qkv:
+          kind = sched::MessageKind::Qkv;
+          break;
+        case AttentionMessage::output:
+          kind = sched::MessageKind::AttentionOutput;
+          break;
+        case AttentionMessage::output_grad:
+          kind = sched::MessageKind::AttentionOutputGrad;
+          break;
+        case AttentionMessage::qkv_grad:
+          kind = sched::MessageKind::QkvGrad;
+          break;
+        }
+      }
       FailureOr<int> stage = stageOf(c, "stage");
       if (failed(stage))
         return failure();
@@ -148,9 +166,7 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
                                << model.problem.name << " has " << numRanks
                                << " ranks";
       return sched::CommOp{send, static_cast<int>(peer),
-                           {activation ? sched::MessageKind::Activation
-                                       : sched::MessageKind::Gradient,
-                            *stage, mbOf(c, "microbatch")}};
+                           {kind, *stage, mbOf(c, "microbatch")}};
     };
     std::vector<sched::Instruction> &instrs = instructions[id];
     for (Operation &action : rankOp.getBody().front()) {
@@ -283,6 +299,32 @@ ScheduleOp stagecraft::pipe::buildProgram(
     IntegerAttr mb = builder.getI64IntegerAttr(c.message.microbatch);
     IntegerAttr peer = builder.getI64IntegerAttr(c.peer);
     bool act = c.message.kind == sched::MessageKind::Activation;
+    std::optional<AttentionMessage> attention;
+    switch (c.message.kind) {
+    case sched::MessageKind::Activation:
+    case sched::MessageKind::Gradient:
+      break;
+    case sched::MessageKind::Qkv:
+      attention = AttentionMessage::qkv;
+      break;
+    case sched::MessageKind::AttentionOutput:
+      attention = AttentionMessage::output;
+      break;
+    case sched::MessageKind::AttentionOutputGrad:
+      attention = AttentionMessage::output_grad;
+      break;
+    case sched::MessageKind::QkvGrad:
+      attention = AttentionMessage::qkv_grad;
+      break;
+    }
+    if (attention) {
+      auto kind = AttentionMessageAttr::get(builder.getContext(), *attention);
+      if (c.isSend)
+        builder.create<SendAttentionOp>(at, kind, stage, mb, peer);
+      else
+        builder.create<RecvAttentionOp>(at, kind, stage, mb, peer);
+      return;
+    }
     if (c.isSend && act)
       builder.create<SendActivationOp>(at, stage, mb, peer);
     else if (c.isSend)

@@ -369,5 +369,7 @@ ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+#include "dialect/PipeEnums.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "dialect/PipeOps.cpp.inc"

@@ -20,6 +20,8 @@ class StageOp;
 class RankOp;
 } // namespace stagecraft::pipe
 
+#include "dialect/PipeEnums.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialect/PipeOps.h.inc"
 

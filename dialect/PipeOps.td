@@ -9,6 +9,7 @@
 #define STAGECRAFT_DIALECT_PIPEOPS_TD
 
 include "dialect/PipeDialect.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 
@@ -239,6 +240,47 @@ def Pipe_SendGradientOp
     : Pipe_CommOp<"send_gradient", "Send an input gradient", "to">;
 def Pipe_RecvGradientOp
     : Pipe_CommOp<"recv_gradient", "Receive an input gradient", "from">;
+
+def Pipe_AttentionMessage : I32EnumAttr<"AttentionMessage",
+    "what travels between a stage and the attention that follows it", [
+      I32EnumAttrCase<"qkv", 0>,
+      I32EnumAttrCase<"output", 1>,
+      I32EnumAttrCase<"output_grad", 2>,
+      I32EnumAttrCase<"qkv_grad", 3>]> {
+  let cppNamespace = "::stagecraft::pipe";
+}
+
+class Pipe_AttentionCommOp<string mnemonic, string summaryText,
+                           string direction>
+    : Pipe_Op<mnemonic, [ParentOneOf<["RankOp", "GroupOp"]>]> {
+  let summary = summaryText;
+  let description = [{
+    A transfer with rank `$peer` for the attention that follows `$stage`:
+    `qkv` from the stage's forward to the attention forward, `output` from
+    the attention forward to the next stage's forward, `output_grad` from the
+    next stage's backward to the attention backward, `qkv_grad` from the
+    attention backward to the stage's backward. Matching and blocking as for
+    the other transfers.
+
+    ```mlir
+    pipe.send_attention qkv @b0 mb 3 to 2
+    pipe.recv_attention output @b0 mb 3 from 2
+    ```
+  }];
+  let arguments = (ins
+    Pipe_AttentionMessage:$message,
+    FlatSymbolRefAttr:$stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$microbatch,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$peer
+  );
+  let assemblyFormat =
+      "$message $stage `mb` $microbatch `" # direction # "` $peer attr-dict";
+}
+
+def Pipe_SendAttentionOp
+    : Pipe_AttentionCommOp<"send_attention", "Send attention data", "to">;
+def Pipe_RecvAttentionOp
+    : Pipe_AttentionCommOp<"recv_attention", "Receive attention data", "from">;
 
 def Pipe_GroupOp : Pipe_Op<"group", [
     HasParent<"RankOp">, NoTerminator, SingleBlock]> {

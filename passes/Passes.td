@@ -42,8 +42,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       group of p runs that attention on rank (j mod p + d + 1) mod p, so a
       layer's p attentions run on p ranks at once. `folds` groups interleave
       layer by layer; all forwards, then the backwards in reverse order;
-      `recompute` adds each block's forward to its backward. Communication
-      lowering and the runtime do not take attention tasks yet.
+      `recompute` adds each block's forward to its backward.
 
     Without pins, `gpipe` and `1f1b` place contiguous blocks of stages, one
     block per rank; `interleaved-1f1b` needs `ranks x chunks` stages.

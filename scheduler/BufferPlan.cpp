@@ -30,11 +30,13 @@ stagecraft::pipe::sched::describeTag(uint64_t tag,
   int kind = static_cast<int>(tag >> 56) - 1;
   int stage = static_cast<int>((tag >> 28) & ((1u << 28) - 1));
   int mb = static_cast<int>(tag & ((1u << 28) - 1));
-  static const char *names[] = {"act", "grad", "stash-i", "stash-w"};
+  static const char *names[] = {"act",      "grad",      "stash-i",
+                                "stash-w",  "qkv",       "attn",
+                                "attn-grad", "qkv-grad", "attn-kept"};
   std::string stageName = stage < static_cast<int>(stageNames.size())
                               ? "@" + stageNames[stage]
                               : "#" + std::to_string(stage);
-  if (kind < 0 || kind > 3)
+  if (kind < 0 || kind > 8)
     return fmt::format("garbage 0x{:x}", tag);
   return fmt::format("{}({}, mb {})", names[kind], stageName, mb);
 }
@@ -48,10 +50,26 @@ struct Buffer {
   int slot = -1;
 };
 
+BufferKind bufferKindOf(MessageKind kind) {
+  switch (kind) {
+  case MessageKind::Activation:
+    return BufferKind::Activation;
+  case MessageKind::Gradient:
+    return BufferKind::Gradient;
+  case MessageKind::Qkv:
+    return BufferKind::Qkv;
+  case MessageKind::AttentionOutput:
+    return BufferKind::AttentionOutput;
+  case MessageKind::AttentionOutputGrad:
+    return BufferKind::AttentionOutputGrad;
+  case MessageKind::QkvGrad:
+    return BufferKind::QkvGrad;
+  }
+  llvm_unreachable("unknown message kind");
+}
+
 uint64_t messageTag(const Message &m) {
-  return bufferTag(m.kind == MessageKind::Activation ? BufferKind::Activation
-                                                     : BufferKind::Gradient,
-                   m.stage, m.microbatch);
+  return bufferTag(bufferKindOf(m.kind), m.stage, m.microbatch);
 }
 } // namespace
 
@@ -95,7 +113,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     auto write = [&](uint64_t tag, double units, int at) {
       live[tag] = static_cast<int>(buffers.size());
       int64_t bytes = bytesOf(units);
-      if (tag >> 56 <= static_cast<uint64_t>(BufferKind::Gradient) + 1)
+      if (isMessageBuffer(static_cast<BufferKind>((tag >> 56) - 1)))
         bytes = std::max(bytes, minMessageBytes);
       buffers.push_back({tag, bytes, at, at});
     };
@@ -139,14 +157,21 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         continue;
       }
       const Action &a = instr.action;
+      auto attention = [&](int s) {
+        return s >= 0 && s < n && problem.stages[s].attention.has_value();
+      };
       auto forward = [&](int s, int m) {
         const Stage &stage = problem.stages[s];
         if (s > 0)
           r_(bufferTag(BufferKind::Activation, s - 1, m));
+        if (attention(s - 1))
+          r_(bufferTag(BufferKind::AttentionOutput, s - 1, m));
         stash(BufferKind::StashInput, s, m, stage.activation - stage.weightGrad);
         stash(BufferKind::StashWeight, s, m, stage.weightGrad);
         if (s + 1 < n)
           w_(bufferTag(BufferKind::Activation, s, m), stage.activation);
+        if (attention(s))
+          w_(bufferTag(BufferKind::Qkv, s, m), stage.activation);
       };
       auto inputGrad = [&](int s, int m, bool full) {
         const Stage &stage = problem.stages[s];
@@ -155,8 +180,14 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           unstash(BufferKind::StashWeight, s, m);
         if (s + 1 < n)
           r_(bufferTag(BufferKind::Gradient, s + 1, m));
+        if (attention(s))
+          r_(bufferTag(BufferKind::QkvGrad, s, m));
         if (s > 0)
           w_(bufferTag(BufferKind::Gradient, s, m), stage.activation);
+        // A message is sized by the stage it belongs to, on both ends.
+        if (attention(s - 1))
+          w_(bufferTag(BufferKind::AttentionOutputGrad, s - 1, m),
+             problem.stages[s - 1].activation);
       };
       switch (a.kind) {
       case ActionKind::Forward:
@@ -175,9 +206,21 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         forward(a.stage, a.microbatch);
         inputGrad(a.backwardStage, a.backwardMicrobatch, /*full=*/true);
         break;
-      case ActionKind::AttentionForward:
+      case ActionKind::AttentionForward: {
+        const Stage &stage = problem.stages[a.stage];
+        r_(bufferTag(BufferKind::Qkv, a.stage, a.microbatch));
+        stash(BufferKind::AttentionKept, a.stage, a.microbatch,
+              stage.attention->memory);
+        w_(bufferTag(BufferKind::AttentionOutput, a.stage, a.microbatch),
+           stage.activation);
+        break;
+      }
       case ActionKind::AttentionBackward:
-        llvm_unreachable("verified programs hold no attention tasks");
+        unstash(BufferKind::AttentionKept, a.stage, a.microbatch);
+        r_(bufferTag(BufferKind::AttentionOutputGrad, a.stage, a.microbatch));
+        w_(bufferTag(BufferKind::QkvGrad, a.stage, a.microbatch),
+           problem.stages[a.stage].activation);
+        break;
       }
     }
 
@@ -269,9 +312,16 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
                                   problem.stages[instr.action.backwardStage]);
           break;
         case ActionKind::AttentionForward:
+          o.cost = stage.attention->forward;
+          break;
         case ActionKind::AttentionBackward:
-          llvm_unreachable("verified programs hold no attention tasks");
+          o.cost = stage.attention->backward;
+          break;
         }
+        if (program.recompute &&
+            (instr.action.kind == ActionKind::BackwardInput ||
+             instr.action.kind == ActionKind::Backward))
+          o.cost += stage.forward;
         for (uint64_t tag : reads[i])
           o.reads.push_back(use(tag));
         for (uint64_t tag : writes[i])

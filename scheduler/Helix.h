@@ -14,7 +14,7 @@
 //
 // `helixTaskGraph` models the transfers by their bytes (for the benchmark);
 // `generateHelix` makes a `pipe` schedule with attention actions, which the
-// verifier and simulator handle (communication lowering does not yet).
+// verifier, simulator, communication lowering and runtime handle.
 //
 //===----------------------------------------------------------------------===//
 

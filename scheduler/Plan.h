@@ -30,7 +30,20 @@ enum class BufferKind : uint8_t {
   StashInput,
   /// The part that W (or B) releases: weight_grad.
   StashWeight,
+  /// The attention messages of Program.h's MessageKind, in its order.
+  Qkv,
+  AttentionOutput,
+  AttentionOutputGrad,
+  QkvGrad,
+  /// What an attention forward keeps for its backward.
+  AttentionKept,
 };
+
+/// Whether buffers of \p kind travel between ranks.
+inline bool isMessageBuffer(BufferKind kind) {
+  return kind != BufferKind::StashInput && kind != BufferKind::StashWeight &&
+         kind != BufferKind::AttentionKept;
+}
 
 /// Identity of one buffer: kind, stage, microbatch. Never 0.
 uint64_t bufferTag(BufferKind kind, int stage, int microbatch);

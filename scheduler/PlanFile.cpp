@@ -190,10 +190,21 @@ public:
       std::optional<llvm::StringRef> kind = o->getString("kind");
       std::optional<ActionKind> k;
       if (kind && kind->size() == 1)
-        k = kind->front() == 'X' ? std::optional(ActionKind::ForwardBackward)
-                                 : actionKindFromLetter(kind->front());
+        switch (kind->front()) {
+        case 'X':
+          k = ActionKind::ForwardBackward;
+          break;
+        case 'A':
+          k = ActionKind::AttentionForward;
+          break;
+        case 'G':
+          k = ActionKind::AttentionBackward;
+          break;
+        default:
+          k = actionKindFromLetter(kind->front());
+        }
       if (!k)
-        return fail(where, "\"kind\" must be one of F, I, W, B, X");
+        return fail(where, "\"kind\" must be one of F, I, W, B, X, A, G");
       result.action.kind = *k;
       auto stage = integer("stage", 0, stages - 1);
       auto mb = integer("mb", 0, microbatches - 1);

@@ -18,8 +18,9 @@ using namespace stagecraft::pipe::sched;
 
 std::string stagecraft::pipe::sched::describeMessage(const Problem &problem,
                                                      const Message &message) {
-  return fmt::format("{}(@{}, mb {})",
-                     message.kind == MessageKind::Activation ? "act" : "grad",
+  static const char *names[] = {"act",  "grad",      "qkv",
+                                "attn", "attn-grad", "qkv-grad"};
+  return fmt::format("{}(@{}, mb {})", names[static_cast<int>(message.kind)],
                      problem.stages[message.stage].name, message.microbatch);
 }
 
@@ -36,30 +37,90 @@ Schedule Program::computeSchedule() const {
 }
 
 namespace {
+/// Where every task runs: stages by placement, attention tasks where the
+/// schedule put them.
+struct Where {
+  llvm::ArrayRef<int> placement;
+  std::map<std::pair<int, int>, int> attentionForward, attentionBackward;
+
+  explicit Where(llvm::ArrayRef<int> placement) : placement(placement) {}
+  void note(const Action &a, int rank) {
+    if (a.kind == ActionKind::AttentionForward)
+      attentionForward[{a.stage, a.microbatch}] = rank;
+    if (a.kind == ActionKind::AttentionBackward)
+      attentionBackward[{a.stage, a.microbatch}] = rank;
+  }
+  static int find(const std::map<std::pair<int, int>, int> &m, int s, int mb) {
+    auto it = m.find({s, mb});
+    return it == m.end() ? -1 : it->second;
+  }
+  /// (from, to) ranks of \p msg; -1 where unknown.
+  std::pair<int, int> endpoints(const Message &msg) const {
+    int s = msg.stage, m = msg.microbatch, n = static_cast<int>(placement.size());
+    auto at = [&](int stage) {
+      return stage >= 0 && stage < n ? placement[stage] : -1;
+    };
+    switch (msg.kind) {
+    case MessageKind::Activation:
+      return {at(s), at(s + 1)};
+    case MessageKind::Gradient:
+      return {at(s), at(s - 1)};
+    case MessageKind::Qkv:
+      return {at(s), find(attentionForward, s, m)};
+    case MessageKind::AttentionOutput:
+      return {find(attentionForward, s, m), at(s + 1)};
+    case MessageKind::AttentionOutputGrad:
+      return {at(s + 1), find(attentionBackward, s, m)};
+    case MessageKind::QkvGrad:
+      return {find(attentionBackward, s, m), at(s)};
+    }
+    llvm_unreachable("unknown message kind");
+  }
+};
+
 /// The (message, peer) pairs an action receives or sends across ranks.
 struct Edges {
   llvm::SmallVector<std::pair<Message, int>, 2> inputs, outputs;
 };
 
-Edges crossRankEdges(const Problem &problem, llvm::ArrayRef<int> placement,
-                     const Action &a) {
+Edges crossRankEdges(const Problem &problem, const Where &where,
+                     const Action &a, int rank) {
   const int n = problem.numStages();
   Edges edges;
+  auto in = [&](MessageKind kind, int s, int m) {
+    Message msg{kind, s, m};
+    int from = where.endpoints(msg).first;
+    if (from >= 0 && from != rank)
+      edges.inputs.push_back({msg, from});
+  };
+  auto out = [&](MessageKind kind, int s, int m) {
+    Message msg{kind, s, m};
+    int to = where.endpoints(msg).second;
+    if (to >= 0 && to != rank)
+      edges.outputs.push_back({msg, to});
+  };
+  auto attention = [&](int s) {
+    return s >= 0 && s < n && problem.stages[s].attention.has_value();
+  };
   auto forwardHalf = [&](int s, int m) {
-    if (s > 0 && placement[s - 1] != placement[s])
-      edges.inputs.push_back(
-          {{MessageKind::Activation, s - 1, m}, placement[s - 1]});
-    if (s + 1 < n && placement[s + 1] != placement[s])
-      edges.outputs.push_back(
-          {{MessageKind::Activation, s, m}, placement[s + 1]});
+    if (s > 0)
+      in(MessageKind::Activation, s - 1, m);
+    if (attention(s - 1))
+      in(MessageKind::AttentionOutput, s - 1, m);
+    if (s + 1 < n)
+      out(MessageKind::Activation, s, m);
+    if (attention(s))
+      out(MessageKind::Qkv, s, m);
   };
   auto backwardHalf = [&](int s, int m) {
-    if (s + 1 < n && placement[s + 1] != placement[s])
-      edges.inputs.push_back(
-          {{MessageKind::Gradient, s + 1, m}, placement[s + 1]});
-    if (s > 0 && placement[s - 1] != placement[s])
-      edges.outputs.push_back(
-          {{MessageKind::Gradient, s, m}, placement[s - 1]});
+    if (s + 1 < n)
+      in(MessageKind::Gradient, s + 1, m);
+    if (attention(s))
+      in(MessageKind::QkvGrad, s, m);
+    if (s > 0)
+      out(MessageKind::Gradient, s, m);
+    if (attention(s - 1))
+      out(MessageKind::AttentionOutputGrad, s - 1, m);
   };
   switch (a.kind) {
   case ActionKind::Forward:
@@ -76,8 +137,12 @@ Edges crossRankEdges(const Problem &problem, llvm::ArrayRef<int> placement,
     backwardHalf(a.backwardStage, a.backwardMicrobatch);
     break;
   case ActionKind::AttentionForward:
+    in(MessageKind::Qkv, a.stage, a.microbatch);
+    out(MessageKind::AttentionOutput, a.stage, a.microbatch);
+    break;
   case ActionKind::AttentionBackward:
-    // Not lowered yet; verifyProgram refuses programs with attention.
+    in(MessageKind::AttentionOutputGrad, a.stage, a.microbatch);
+    out(MessageKind::QkvGrad, a.stage, a.microbatch);
     break;
   }
   return edges;
@@ -92,16 +157,21 @@ struct MessageLess {
 
 Program lower(const Problem &problem, const Schedule &schedule, bool group) {
   const int p = schedule.numRanks();
+  Where where(schedule.placement);
+  for (int r = 0; r < p; ++r)
+    for (const Action &a : schedule.ranks[r])
+      where.note(a, r);
   // Per channel (from, to): messages in the order the receiver consumes them.
   std::vector<std::vector<std::vector<Message>>> due(
       p, std::vector<std::vector<Message>>(p));
   for (int r = 0; r < p; ++r)
     for (const Action &a : schedule.ranks[r])
-      for (auto &[msg, from] : crossRankEdges(problem, schedule.placement, a).inputs)
+      for (auto &[msg, from] : crossRankEdges(problem, where, a, r).inputs)
         due[from][r].push_back(msg);
 
   Program program;
   program.placement = schedule.placement;
+  program.recompute = schedule.recompute;
   program.ranks.resize(p);
   for (int r = 0; r < p; ++r) {
     std::set<Message, MessageLess> produced;
@@ -122,7 +192,7 @@ Program lower(const Problem &problem, const Schedule &schedule, bool group) {
       pending.clear();
     };
     for (const Action &a : schedule.ranks[r]) {
-      Edges edges = crossRankEdges(problem, schedule.placement, a);
+      Edges edges = crossRankEdges(problem, where, a, r);
       for (auto &[msg, from] : edges.inputs)
         pending.push_back({false, from, msg});
       flush();
@@ -153,15 +223,6 @@ Program stagecraft::pipe::sched::lowerCommunication(const Problem &problem,
 llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                                                    const Program &program) {
   const int p = program.numRanks();
-  for (int r = 0; r < p; ++r)
-    for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i)
-      if (program.ranks[r][i].kind == Instruction::Kind::Compute &&
-          isAttention(program.ranks[r][i].action.kind))
-        return scheduleError(
-            fmt::format("{}: attention tasks are not lowered to communication "
-                        "yet, so this schedule cannot become a runtime plan",
-                        describeAction(problem, program.ranks[r][i].action)),
-            {r, i});
   Schedule compute = program.computeSchedule();
   // Compute-level sites index actions; map them to instruction indices.
   std::vector<std::vector<int>> computeAt(p);
@@ -184,6 +245,11 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
           return llvm::Error(std::move(e));
         });
 
+  Where where(program.placement);
+  for (int r = 0; r < p; ++r)
+    for (const Instruction &instr : program.ranks[r])
+      if (instr.kind == Instruction::Kind::Compute)
+        where.note(instr.action, r);
   // Structure: what each rank holds, sends and receives.
   struct Posted {
     int instr;
@@ -199,7 +265,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
       const Instruction &instr = program.ranks[r][i];
       ScheduleSite site{r, i};
       if (instr.kind == Instruction::Kind::Compute) {
-        Edges edges = crossRankEdges(problem, program.placement, instr.action);
+        Edges edges = crossRankEdges(problem, where, instr.action, r);
         for (auto &[msg, from] : edges.inputs)
           if (!received.count(msg))
             return scheduleError(
@@ -219,24 +285,23 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                           op.peer),
               site);
         const Message &msg = op.message;
-        int producerStage = msg.stage;
-        int consumerStage = msg.kind == MessageKind::Activation ? msg.stage + 1
-                                                                : msg.stage - 1;
-        if (consumerStage < 0 || consumerStage >= problem.numStages() ||
-            msg.microbatch < 0 || msg.microbatch >= problem.microbatches)
+        auto [source, target] =
+            msg.stage >= 0 && msg.stage < problem.numStages() &&
+                    msg.microbatch >= 0 && msg.microbatch < problem.microbatches
+                ? where.endpoints(msg)
+                : std::pair<int, int>{-1, -1};
+        if (source < 0 || target < 0)
           return scheduleError(fmt::format("{} is not a message of pipeline @{}",
                                            describeMessage(problem, msg),
                                            problem.name),
                                site);
         int from = op.isSend ? r : op.peer, to = op.isSend ? op.peer : r;
-        if (program.placement[producerStage] != from ||
-            program.placement[consumerStage] != to)
+        if (source != from || target != to)
           return scheduleError(
               fmt::format("{} {} rank {}, but it goes from rank {} to rank {}",
                           describeMessage(problem, msg),
                           op.isSend ? "is sent to" : "is received from", op.peer,
-                          program.placement[producerStage],
-                          program.placement[consumerStage]),
+                          source, target),
               site);
         auto key = std::make_tuple(op.isSend, static_cast<int>(msg.kind),
                                    msg.stage, msg.microbatch, 0);

@@ -23,9 +23,19 @@
 
 namespace stagecraft::pipe::sched {
 
-/// What a message carries: the output of F(stage, mb) for the next stage
-/// (Activation), or of I/B(stage, mb) for the previous stage (Gradient).
-enum class MessageKind : uint8_t { Activation, Gradient };
+/// What a message carries, named by the stage s it belongs to:
+///   Activation:   F(s) -> F(s + 1)           Gradient: I/B(s) -> I/B(s - 1)
+///   Qkv:          F(s) -> A(s)      AttentionOutput: A(s) -> F(s + 1)
+///   AttentionOutputGrad: I/B(s + 1) -> G(s)   QkvGrad: G(s) -> I/B(s)
+/// (A, G: the attention that follows stage s, on whichever rank runs it).
+enum class MessageKind : uint8_t {
+  Activation,
+  Gradient,
+  Qkv,
+  AttentionOutput,
+  AttentionOutputGrad,
+  QkvGrad,
+};
 
 struct Message {
   MessageKind kind;

@@ -34,6 +34,15 @@ static std::string commCell(const CommOp &op) {
 
 llvm::Expected<std::string>
 stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
+  for (int r = 0; r < program.numRanks(); ++r)
+    for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i)
+      if (program.ranks[r][i].kind == Instruction::Kind::Compute &&
+          isAttention(program.ranks[r][i].action.kind))
+        return scheduleError(
+            fmt::format("{} is a separate attention task, which the PyTorch "
+                        "CSV cannot express",
+                        shortName(program.ranks[r][i].action)),
+            {r, i});
   std::string out;
   for (int r = 0; r < program.numRanks(); ++r) {
     const std::vector<Instruction> &rank = program.ranks[r];
@@ -53,12 +62,6 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
         return scheduleError(
             fmt::format("{} overlaps a forward and a backward, which the "
                         "PyTorch CSV cannot express",
-                        shortName(instr.action)),
-            {r, i});
-      if (isAttention(instr.action.kind))
-        return scheduleError(
-            fmt::format("{} is a separate attention task, which the PyTorch "
-                        "CSV cannot express",
                         shortName(instr.action)),
             {r, i});
       cell(shortName(instr.action));

@@ -1,7 +1,8 @@
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1" --pipe-verify-schedule --pipe-simulate | FileCheck %s
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1 recompute=false" --pipe-simulate | FileCheck %s --check-prefix=NORECOMPUTE
 // RUN: not stagecraft-opt %s --split-input-file --pipe-schedule="kind=zb-h1" 2>&1 | FileCheck %s --check-prefix=OTHER
-// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix" | not stagecraft-translate --split-input-file --pipe-to-plan 2>&1 | FileCheck %s --check-prefix=PLAN
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1" --pipe-insert-comm --pipe-verify-schedule | FileCheck %s --check-prefix=COMM
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix" | not stagecraft-translate --split-input-file --pipe-to-csv 2>&1 | FileCheck %s --check-prefix=CSV
 
 // Tests HelixPipe on 2 ranks, 3 blocks (2 layers), 2 microbatches: block j
 // on rank j mod 2; microbatch offset d runs layer j's attention on rank
@@ -20,7 +21,17 @@
 // NORECOMPUTE: makespan = 1.200000e+01 : f64
 // NORECOMPUTE-NOT: recompute
 // OTHER: error: cannot schedule pipeline @h as zb-h1: stage @b0 has attention(...), a separate task that only kind=helix schedules
-// PLAN: error: 'pipe.schedule' op attention_forward @b0 mb {{[0-9]}}: attention tasks are not lowered to communication yet, so this schedule cannot become a runtime plan
+// Tests the transfers around attention: Q, K, V to the attention rank, its
+// output to the next block's rank, and both gradients back.
+// COMM: pipe.rank 0 stages [@b0, @b2] {
+// COMM-NEXT: pipe.forward @b0 mb 0
+// COMM-NEXT: pipe.send_attention qkv @b0 mb 0 to 1
+// COMM-NEXT: pipe.send_activation @b0 mb 0 to 1
+// COMM: pipe.send_attention output @b0 mb 1 to 1
+// COMM: pipe.send_attention output_grad @b1 mb 1 to 1
+// COMM: pipe.send_attention qkv_grad @b1 mb 0 to 1
+// COMM: pipe.recv_attention output_grad @b0 mb 1 from 1
+// CSV: error: 'pipe.schedule' op {{.*}} is a separate attention task, which the PyTorch CSV cannot express
 pipe.pipeline @h ranks(2) microbatches(2) {
   pipe.stage @b0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) attention(forward = 1.0, backward = 1.0, memory = 0.5)
   pipe.stage @b1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) attention(forward = 1.0, backward = 1.0)

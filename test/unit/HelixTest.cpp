@@ -10,6 +10,8 @@
 #include "TestUtil.h"
 
 #include "scheduler/Helix.h"
+#include "scheduler/Plan.h"
+#include "scheduler/Program.h"
 
 #include <set>
 
@@ -147,6 +149,29 @@ TEST(HelixKind, AttentionsOfAGroupSpreadOverTheRanks) {
           ranks.insert(r);
     EXPECT_EQ(ranks.size(), static_cast<size_t>(p)) << "layer " << layer;
   }
+}
+
+TEST(HelixKind, LowersToAVerifiedProgramWithAttentionTransfers) {
+  for (int p : {1, 2, 3, 4})
+    for (int m : {1, p, 2 * p + 1}) {
+      Problem problem = helixProblem(p, m, 2 * p);
+      Schedule s = *generateSchedule(problem, {ScheduleKind::Helix});
+      Program program = lowerCommunication(problem, s);
+      ASSERT_FALSE(verifyProgram(problem, program)) << "p=" << p << " m=" << m;
+      size_t qkv = 0;
+      for (const auto &rank : program.ranks)
+        for (const Instruction &instr : rank)
+          for (const CommOp &op : instr.ops)
+            qkv += op.isSend && op.message.kind == MessageKind::Qkv;
+      // Offset d = p - 1 keeps its attention on the block's rank.
+      if (p > 1)
+        EXPECT_GT(qkv, 0u);
+      BufferStats stats;
+      Plan plan = buildPlan(problem, program, "h", 256, &stats);
+      for (int r = 0; r < p; ++r)
+        EXPECT_EQ(stats.slots[r], stats.peakLive[r]);
+      EXPECT_TRUE(!!readPlan(writePlan(plan)));
+    }
 }
 
 TEST(HelixKind, NeedsAttentionOnEveryStageButTheLast) {
