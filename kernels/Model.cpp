@@ -10,7 +10,8 @@
 
 #include "kernels/Model.h"
 
-#include <cblas.h>
+#include "kernels/Ops.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <cmath>
 
 using namespace stagecraft::kernels;
+using stagecraft::kernels::ops::mix;
 
 llvm::Error ModelConfig::validate() const {
   auto fail = [](std::string what) {
@@ -34,13 +36,6 @@ llvm::Error ModelConfig::validate() const {
   return llvm::Error::success();
 }
 
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 int stagecraft::kernels::syntheticToken(const ModelConfig &c, int step, int mb,
                                         int t) {
   uint64_t h = mix(c.seed ^ mix(step * 1000003ULL + mb * 7919ULL + t));
@@ -54,79 +49,7 @@ int stagecraft::kernels::syntheticTarget(const ModelConfig &c, int step, int mb,
 }
 
 namespace {
-/// C (m x n) (+)= op(A) op(B) with A m x k, B k x n after the ops.
-void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
-          const float *b, float *c, bool accumulate) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-              transA ? m : k, b, transB ? k : n, accumulate ? 1.0f : 0.0f, c, n);
-}
-
-void initUniform(std::vector<float> &w, uint64_t seed, float scale) {
-  for (size_t i = 0; i < w.size(); ++i) {
-    uint64_t h = mix(seed ^ mix(i));
-    double u = (h >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
-    w[i] = static_cast<float>((2.0 * u - 1.0) * scale);
-  }
-}
-
-constexpr float kEps = 1e-5f;
-
-/// y = x / rms(x) * g per row; keeps xhat and 1/rms.
-void rmsForward(int rows, int cols, const float *x, const float *g, float *y,
-                float *xhat, float *inv) {
-  for (int r = 0; r < rows; ++r) {
-    const float *xr = x + static_cast<size_t>(r) * cols;
-    double ss = 0;
-    for (int c = 0; c < cols; ++c)
-      ss += static_cast<double>(xr[c]) * xr[c];
-    float iv = 1.0f / std::sqrt(static_cast<float>(ss / cols) + kEps);
-    inv[r] = iv;
-    for (int c = 0; c < cols; ++c) {
-      float xh = xr[c] * iv;
-      xhat[static_cast<size_t>(r) * cols + c] = xh;
-      y[static_cast<size_t>(r) * cols + c] = xh * g[c];
-    }
-  }
-}
-
-/// dx (+)= input gradient of RMSNorm given dy.
-void rmsBackwardInput(int rows, int cols, const float *dy, const float *g,
-                      const float *xhat, const float *inv, float *dx,
-                      bool accumulate) {
-  for (int r = 0; r < rows; ++r) {
-    size_t o = static_cast<size_t>(r) * cols;
-    double dot = 0;
-    for (int c = 0; c < cols; ++c)
-      dot += static_cast<double>(dy[o + c]) * g[c] * xhat[o + c];
-    float mean = static_cast<float>(dot / cols);
-    for (int c = 0; c < cols; ++c) {
-      float v = inv[r] * (dy[o + c] * g[c] - xhat[o + c] * mean);
-      dx[o + c] = accumulate ? dx[o + c] + v : v;
-    }
-  }
-}
-
-void rmsBackwardWeight(int rows, int cols, const float *dy, const float *xhat,
-                       float *dg) {
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      dg[c] += dy[static_cast<size_t>(r) * cols + c] *
-               xhat[static_cast<size_t>(r) * cols + c];
-}
-
-float gelu(float u) {
-  const float k = 0.7978845608f;
-  return 0.5f * u * (1.0f + std::tanh(k * (u + 0.044715f * u * u * u)));
-}
-
-float geluGrad(float u) {
-  const float k = 0.7978845608f;
-  float inner = k * (u + 0.044715f * u * u * u);
-  float t = std::tanh(inner);
-  return 0.5f * (1.0f + t) +
-         0.5f * u * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * u * u);
-}
+using namespace stagecraft::kernels::ops;
 
 using Vec = std::vector<float>;
 
@@ -283,7 +206,7 @@ void Stage::step(const OptimizerConfig &o) {
 void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
                                const float *in, float *out) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
-            B = c.batch, nh = c.heads, dh = H / nh;
+            B = c.batch, nh = c.heads;
   s.x.assign(in, in + static_cast<size_t>(T) * H);
   s.xhat1.resize(static_cast<size_t>(T) * H);
   s.inv1.resize(T);
@@ -293,39 +216,8 @@ void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
   s.qkv.resize(static_cast<size_t>(T) * 3 * H);
   gemm(false, false, T, 3 * H, H, s.h1.data(), w.wqkv->value.data(),
        s.qkv.data(), false);
-  // Causal attention per sequence and head.
-  s.probs.assign(static_cast<size_t>(B) * nh * S * S, 0.0f);
-  s.attn.assign(static_cast<size_t>(T) * H, 0.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < nh; ++h) {
-      float *P = s.probs.data() + (static_cast<size_t>(b) * nh + h) * S * S;
-      for (int i = 0; i < S; ++i) {
-        const float *q = &s.qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
-        float mx = -INFINITY;
-        for (int j = 0; j <= i; ++j) {
-          const float *k =
-              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
-          float dot = 0;
-          for (int d = 0; d < dh; ++d)
-            dot += q[d] * k[d];
-          P[i * S + j] = dot * scale;
-          mx = std::max(mx, P[i * S + j]);
-        }
-        float sum = 0;
-        for (int j = 0; j <= i; ++j)
-          sum += P[i * S + j] = std::exp(P[i * S + j] - mx);
-        for (int j = 0; j <= i; ++j)
-          P[i * S + j] /= sum;
-        float *o = &s.attn[(static_cast<size_t>(b) * S + i) * H + h * dh];
-        for (int j = 0; j <= i; ++j) {
-          const float *v =
-              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
-          for (int d = 0; d < dh; ++d)
-            o[d] += P[i * S + j] * v[d];
-        }
-      }
-    }
+  s.attn.resize(static_cast<size_t>(T) * H);
+  attentionForward(B, S, H, nh, s.qkv.data(), s.attn.data(), s.probs);
   s.x1 = s.x;
   gemm(false, false, T, H, H, s.attn.data(), w.wo->value.data(), s.x1.data(),
        true);
@@ -347,7 +239,7 @@ void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
 void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
                                      const float *dout, float *din) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
-            B = c.batch, nh = c.heads, dh = H / nh;
+            B = c.batch, nh = c.heads;
   // MLP: out = x1 + gelu(h2 W1) W2.
   s.dy2.assign(dout, dout + static_cast<size_t>(T) * H);
   Vec dact(static_cast<size_t>(T) * F);
@@ -367,43 +259,9 @@ void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
   Vec dattn(static_cast<size_t>(T) * H);
   gemm(false, true, T, H, H, s.dy1.data(), w.wo->value.data(), dattn.data(),
        false);
-  s.dqkv.assign(static_cast<size_t>(T) * 3 * H, 0.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  Vec dP(S);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < nh; ++h) {
-      const float *P = s.probs.data() + (static_cast<size_t>(b) * nh + h) * S * S;
-      for (int i = 0; i < S; ++i) {
-        const float *dO = &dattn[(static_cast<size_t>(b) * S + i) * H + h * dh];
-        float rowDot = 0;
-        for (int j = 0; j <= i; ++j) {
-          const float *v =
-              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
-          float *dv =
-              &s.dqkv[(static_cast<size_t>(b) * S + j) * 3 * H + 2 * H + h * dh];
-          float dot = 0;
-          for (int d = 0; d < dh; ++d) {
-            dot += dO[d] * v[d];
-            dv[d] += P[i * S + j] * dO[d];
-          }
-          dP[j] = dot;
-          rowDot += dot * P[i * S + j];
-        }
-        const float *q = &s.qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
-        float *dq = &s.dqkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
-        for (int j = 0; j <= i; ++j) {
-          float dS = P[i * S + j] * (dP[j] - rowDot) * scale;
-          const float *k =
-              &s.qkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
-          float *dk =
-              &s.dqkv[(static_cast<size_t>(b) * S + j) * 3 * H + H + h * dh];
-          for (int d = 0; d < dh; ++d) {
-            dq[d] += dS * k[d];
-            dk[d] += dS * q[d];
-          }
-        }
-      }
-    }
+  s.dqkv.resize(static_cast<size_t>(T) * 3 * H);
+  attentionBackward(B, S, H, nh, s.qkv.data(), s.probs, dattn.data(),
+                    s.dqkv.data());
   s.dh1.resize(static_cast<size_t>(T) * H);
   gemm(false, true, T, H, 3 * H, s.dqkv.data(), w.wqkv->value.data(),
        s.dh1.data(), false);
