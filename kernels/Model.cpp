@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 
 using namespace stagecraft::kernels;
 using stagecraft::kernels::ops::mix;
@@ -84,17 +85,9 @@ struct Stage::Impl {
             *head = nullptr;
   std::map<int, MicrobatchStash> stash;
   std::map<int, double> losses;
-  int adamSteps = 0;
 
-  void add(std::string name, size_t size, uint64_t seed, float scale,
-           float constant = 0.0f) {
-    Parameter p;
-    p.name = std::move(name);
-    p.value.assign(size, constant);
-    if (scale > 0)
-      initUniform(p.value, seed, scale);
-    p.grad.assign(size, 0.0f);
-    params.push_back(std::move(p));
+  void add(const std::string &name) {
+    params.push_back(initialParameter(c, name));
   }
 
   void blockForward(const BlockParams &w, BlockStash &s, const float *in,
@@ -115,32 +108,17 @@ Stage::Stage(const ModelConfig &config, int index, int numStages,
   m.layers = layers;
   m.first = index == 0;
   m.last = index == numStages - 1;
-  const int H = config.hidden, F = config.ffn(), V = config.vocab;
-  const uint64_t seed = config.seed;
-  // Names carry the global layer so that any split seeds the same weights.
   // Pointers are taken once every parameter exists (the vector is final).
   if (m.first) {
-    m.add("embedding", static_cast<size_t>(V) * H, mix(seed + 11), 0.5f);
-    m.add("position", static_cast<size_t>(config.sequence) * H, mix(seed + 13),
-          0.1f);
+    m.add("embedding");
+    m.add("position");
   }
-  for (int l = firstLayer; l < firstLayer + layers; ++l) {
-    uint64_t ls = mix(seed + 1000 * (l + 1));
-    m.add(fmt::format("layer{}.norm1", l), H, 0, 0.0f, 1.0f);
-    m.add(fmt::format("layer{}.wqkv", l), static_cast<size_t>(H) * 3 * H,
-          mix(ls + 1), 1.0f / std::sqrt(static_cast<float>(H)));
-    m.add(fmt::format("layer{}.wo", l), static_cast<size_t>(H) * H, mix(ls + 2),
-          1.0f / std::sqrt(static_cast<float>(H)));
-    m.add(fmt::format("layer{}.norm2", l), H, 0, 0.0f, 1.0f);
-    m.add(fmt::format("layer{}.w1", l), static_cast<size_t>(H) * F, mix(ls + 3),
-          1.0f / std::sqrt(static_cast<float>(H)));
-    m.add(fmt::format("layer{}.w2", l), static_cast<size_t>(F) * H, mix(ls + 4),
-          1.0f / std::sqrt(static_cast<float>(F)));
-  }
+  for (int l = firstLayer; l < firstLayer + layers; ++l)
+    for (const char *part : {"norm1", "wqkv", "wo", "norm2", "w1", "w2"})
+      m.add(fmt::format("layer{}.{}", l, part));
   if (m.last) {
-    m.add("final_norm", H, 0, 0.0f, 1.0f);
-    m.add("head", static_cast<size_t>(H) * V, mix(seed + 17),
-          1.0f / std::sqrt(static_cast<float>(H)));
+    m.add("final_norm");
+    m.add("head");
   }
   size_t k = 0;
   if (m.first) {
@@ -171,23 +149,76 @@ void Stage::setStep(int step) { impl->step = step; }
 
 std::vector<Parameter> &Stage::parameters() { return impl->params; }
 
-void Stage::zeroGrad() {
-  for (Parameter &p : impl->params)
+StageModel::~StageModel() = default;
+
+void StageModel::zeroGrad() {
+  for (Parameter &p : parameters())
     std::fill(p.grad.begin(), p.grad.end(), 0.0f);
 }
 
-void Stage::step(const OptimizerConfig &o) {
-  Impl &m = *impl;
+void StageModel::step(const OptimizerConfig &o) {
+  optimizerStep(parameters(), o, adamSteps);
+}
+
+Parameter stagecraft::kernels::initialParameter(const ModelConfig &c,
+                                                const std::string &name) {
+  const size_t H = c.hidden, F = c.ffn(), V = c.vocab, S = c.sequence;
+  size_t size = 0;
+  uint64_t seed = 0;
+  float scale = 0.0f, constant = 0.0f;
+  auto uniform = [&](size_t n, uint64_t sd, double fanIn) {
+    size = n;
+    seed = sd;
+    scale = static_cast<float>(1.0 / std::sqrt(fanIn));
+  };
+  if (name == "embedding") {
+    size = V * H, seed = mix(c.seed + 11), scale = 0.5f;
+  } else if (name == "position") {
+    size = S * H, seed = mix(c.seed + 13), scale = 0.1f;
+  } else if (name == "final_norm") {
+    size = H, constant = 1.0f;
+  } else if (name == "head") {
+    uniform(H * V, mix(c.seed + 17), static_cast<double>(H));
+  } else {
+    int layer = 0;
+    char part[16] = {0};
+    std::sscanf(name.c_str(), "layer%d.%15s", &layer, part);
+    uint64_t ls = mix(c.seed + 1000 * (layer + 1));
+    std::string p = part;
+    if (p == "norm1" || p == "norm2")
+      size = H, constant = 1.0f;
+    else if (p == "wqkv")
+      uniform(H * 3 * H, mix(ls + 1), static_cast<double>(H));
+    else if (p == "wo")
+      uniform(H * H, mix(ls + 2), static_cast<double>(H));
+    else if (p == "w1")
+      uniform(H * F, mix(ls + 3), static_cast<double>(H));
+    else if (p == "w2")
+      uniform(F * H, mix(ls + 4), static_cast<double>(F));
+  }
+  assert(size > 0 && "unknown parameter name");
+  Parameter p;
+  p.name = name;
+  p.value.assign(size, constant);
+  if (scale > 0)
+    initUniform(p.value, seed, scale);
+  p.grad.assign(size, 0.0f);
+  return p;
+}
+
+void stagecraft::kernels::optimizerStep(std::vector<Parameter> &params,
+                                        const OptimizerConfig &o,
+                                        int &adamSteps) {
   if (o.kind == OptimizerConfig::Kind::SGD) {
-    for (Parameter &p : m.params)
+    for (Parameter &p : params)
       for (size_t i = 0; i < p.value.size(); ++i)
         p.value[i] -= o.lr * p.grad[i];
     return;
   }
-  ++m.adamSteps;
-  float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(m.adamSteps));
-  float c2 = 1.0f - std::pow(o.beta2, static_cast<float>(m.adamSteps));
-  for (Parameter &p : m.params) {
+  ++adamSteps;
+  float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(adamSteps));
+  float c2 = 1.0f - std::pow(o.beta2, static_cast<float>(adamSteps));
+  for (Parameter &p : params) {
     if (p.adamM.empty()) {
       p.adamM.assign(p.value.size(), 0.0f);
       p.adamV.assign(p.value.size(), 0.0f);

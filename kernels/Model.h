@@ -57,7 +57,31 @@ struct OptimizerConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.01f;
 };
 
-class Stage {
+/// The parameter \p name ("embedding", "position", "final_norm", "head",
+/// "layer<l>.<norm1|wqkv|wo|norm2|w1|w2>") as initialized for \p config:
+/// seeded by name, so any split of the model starts from the same weights.
+Parameter initialParameter(const ModelConfig &config, const std::string &name);
+
+/// One optimizer step over \p params; \p adamSteps counts AdamW's steps.
+void optimizerStep(std::vector<Parameter> &params,
+                   const OptimizerConfig &optimizer, int &adamSteps);
+
+/// What the training loop needs of a piece of the model.
+class StageModel {
+public:
+  virtual ~StageModel();
+  virtual void setStep(int step) = 0;
+  virtual std::vector<Parameter> &parameters() = 0;
+  /// Cross-entropy of microbatch \p mb (the piece with the loss only).
+  virtual double loss(int mb) const = 0;
+  void zeroGrad();
+  void step(const OptimizerConfig &optimizer);
+
+private:
+  int adamSteps = 0;
+};
+
+class Stage : public StageModel {
 public:
   /// Stage \p index of \p numStages, holding global layers
   /// [firstLayer, firstLayer + layers).
@@ -68,7 +92,7 @@ public:
   Stage &operator=(Stage &&) noexcept;
 
   /// The step whose data the first stage embeds.
-  void setStep(int step);
+  void setStep(int step) override;
   /// F: \p input is the previous stage's output (tokens x hidden), null on
   /// the first stage; \p output is written unless this is the last stage.
   void forward(int mb, const float *input, float *output);
@@ -78,11 +102,9 @@ public:
   /// W: accumulates this microbatch's weight gradients.
   void backwardWeight(int mb);
   /// Cross-entropy of microbatch \p mb (last stage, after its forward).
-  double loss(int mb) const;
+  double loss(int mb) const override;
 
-  std::vector<Parameter> &parameters();
-  void zeroGrad();
-  void step(const OptimizerConfig &optimizer);
+  std::vector<Parameter> &parameters() override;
 
   struct Impl;
 
