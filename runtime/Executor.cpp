@@ -46,18 +46,37 @@ static constexpr size_t kPayloadOffset = 64;
 
 int64_t stagecraft::runtime::trainingMessageBytes(
     const kernels::ModelConfig &model) {
-  return model.messageBytes() + 2 * kPayloadOffset;
+  return 3 * model.messageBytes() + 2 * kPayloadOffset;
 }
 
-llvm::Expected<std::vector<std::pair<int, kernels::Stage>>>
+llvm::Expected<RankModels>
 stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                                  const TrainOptions &train) {
   if (llvm::Error err = train.model.validate())
     return std::move(err);
   // Ranks are threads or processes already; BLAS threads would only contend.
   openblas_set_num_threads(1);
-  std::vector<std::pair<int, kernels::Stage>> stages;
+  RankModels models;
   const int n = static_cast<int>(plan.stageNames.size());
+  bool helix = std::find(plan.stageAttention.begin(), plan.stageAttention.end(),
+                         true) != plan.stageAttention.end();
+  if (helix) {
+    // Block j of L + 1 blocks, an attention after every block but the last.
+    for (int s = 0; s + 1 < n; ++s)
+      if (!plan.stageAttention[s])
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("training a helix plan needs attention after every "
+                        "stage but the last; @{} has none",
+                        plan.stageNames[s]));
+    for (int s = 0; s < n; ++s)
+      if (rank < 0 || plan.placement[s] == rank) {
+        auto block = std::make_unique<kernels::HelixBlock>(train.model, s, n - 1);
+        models.blocks[s] = block.get();
+        models.all.emplace_back(s, std::move(block));
+      }
+    return models;
+  }
   int first = 0;
   for (int s = 0; s < n; ++s) {
     int layers = s < static_cast<int>(plan.stageLayers.size())
@@ -69,27 +88,30 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
           fmt::format("stage @{} has no layers(N); training needs the layer "
                       "count of every stage",
                       plan.stageNames[s]));
-    if (rank < 0 || plan.placement[s] == rank)
-      stages.emplace_back(s, kernels::Stage(train.model, s, n, first, layers));
+    if (rank < 0 || plan.placement[s] == rank) {
+      auto stage =
+          std::make_unique<kernels::Stage>(train.model, s, n, first, layers);
+      models.stages[s] = stage.get();
+      models.all.emplace_back(s, std::move(stage));
+    }
     first += layers;
   }
-  return stages;
+  return models;
 }
 
-/// Writes the parameters (or gradients) of \p stage to \p dir.
-static llvm::Error dumpStage(const sched::Plan &plan, int stage,
-                             kernels::Stage &model, const std::string &dir,
+/// Writes each parameter (or its gradient) of \p model to \p dir, one file
+/// per parameter name, so that any split of the model compares with any.
+static llvm::Error dumpStage(kernels::StageModel &model, const std::string &dir,
                              bool gradients) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create " + dir);
-  std::string path = fmt::format("{}/{}-{}.bin", dir,
-                                 gradients ? "grads" : "weights",
-                                 plan.stageNames[stage]);
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write " + path);
   for (kernels::Parameter &p : model.parameters()) {
+    std::string path = fmt::format("{}/{}.{}.bin", dir, p.name,
+                                   gradients ? "grad" : "value");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write " + path);
     const std::vector<float> &v = gradients ? p.grad : p.value;
     os.write(reinterpret_cast<const char *>(v.data()), v.size() * 4);
   }
@@ -97,26 +119,25 @@ static llvm::Error dumpStage(const sched::Plan &plan, int stage,
 }
 
 llvm::Error stagecraft::runtime::trainSteps(
-    const sched::Plan &plan, std::vector<std::pair<int, kernels::Stage>> &stages,
-    const TrainOptions &train, llvm::function_ref<llvm::Error()> pass,
-    std::vector<double> &losses) {
+    const sched::Plan &plan, RankModels &models, const TrainOptions &train,
+    llvm::function_ref<llvm::Error()> pass, std::vector<double> &losses) {
   const int last = static_cast<int>(plan.stageNames.size()) - 1;
-  kernels::Stage *lastStage = nullptr;
-  for (auto &[index, model] : stages)
+  kernels::StageModel *lastStage = nullptr;
+  for (auto &[index, model] : models.all)
     if (index == last)
-      lastStage = &model;
+      lastStage = model.get();
   auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
     if (dir.empty())
       return llvm::Error::success();
-    for (auto &[index, model] : stages)
-      if (llvm::Error err = dumpStage(plan, index, model, dir, gradients))
+    for (auto &[index, model] : models.all)
+      if (llvm::Error err = dumpStage(*model, dir, gradients))
         return err;
     return llvm::Error::success();
   };
   for (int step = 0; step < train.steps; ++step) {
-    for (auto &[index, model] : stages) {
-      model.setStep(step);
-      model.zeroGrad();
+    for (auto &[index, model] : models.all) {
+      model->setStep(step);
+      model->zeroGrad();
     }
     if (llvm::Error err = pass())
       return err;
@@ -128,8 +149,8 @@ llvm::Error stagecraft::runtime::trainSteps(
     if (step == 0)
       if (llvm::Error err = dumpAll(train.dumpGrads, true))
         return err;
-    for (auto &[index, model] : stages)
-      model.step(train.optimizer);
+    for (auto &[index, model] : models.all)
+      model->step(train.optimizer);
   }
   return dumpAll(train.dumpWeights, false);
 }
@@ -272,9 +293,10 @@ private:
   std::deque<Outstanding> outstanding;
   RankResult result;
   int computes = 0;
-  /// Training: the stage models of this rank, by stage index.
-  std::map<int, kernels::Stage *> models;
-  std::vector<std::pair<int, kernels::Stage>> stages;
+  /// Training: this rank's model pieces, and the attention of each layer
+  /// that runs here (created when first needed).
+  RankModels models;
+  std::map<int, kernels::HelixAttention> attention;
 };
 } // namespace
 
@@ -297,19 +319,17 @@ llvm::Expected<RankResult> RankRunner::run() {
         if (op.buffer.bytes < trainingMessageBytes(train.model))
           return fail(0, fmt::format(
                              "a {}-byte message buffer cannot hold the "
-                             "model's {}-byte activations; build the plan "
-                             "with --pipe-to-plan --message-bytes={}",
-                             op.buffer.bytes, train.model.messageBytes(),
+                             "model's largest message ({} bytes of Q, K and "
+                             "V); build the plan with --pipe-to-plan "
+                             "--message-bytes={}",
+                             op.buffer.bytes, 3 * train.model.messageBytes(),
                              trainingMessageBytes(train.model)));
-    llvm::Expected<std::vector<std::pair<int, kernels::Stage>>> built =
-        buildStages(plan, rank, train);
+    llvm::Expected<RankModels> built = buildStages(plan, rank, train);
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
-    stages = std::move(*built);
-    for (auto &[index, model] : stages)
-      models[index] = &model;
+    models = std::move(*built);
     if (llvm::Error err = trainSteps(
-            plan, stages, train, [&] { return runStream(); }, result.losses))
+            plan, models, train, [&] { return runStream(); }, result.losses))
       return std::move(err);
   }
   for (Outstanding &o : outstanding)
@@ -331,14 +351,58 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
     return nullptr;
   };
   const sched::Action &a = op.action;
+  using BK = sched::BufferKind;
+  if (!models.blocks.empty()) {
+    // HelixPipe: blocks and the attention between them.
+    auto attentionOf = [&](int s) -> kernels::HelixAttention & {
+      return attention.try_emplace(s, options.train->model).first->second;
+    };
+    auto input = [&](int s, int mb) {
+      models.blocks.at(s)->backwardInput(
+          mb, find(op.reads, BK::Gradient, s + 1), find(op.reads, BK::QkvGrad, s),
+          find(op.writes, BK::Gradient, s),
+          find(op.writes, BK::AttentionOutputGrad, s - 1));
+    };
+    switch (a.kind) {
+    case sched::ActionKind::Forward:
+      models.blocks.at(a.stage)->forward(
+          a.microbatch, find(op.reads, BK::Activation, a.stage - 1),
+          find(op.reads, BK::AttentionOutput, a.stage - 1),
+          find(op.writes, BK::Activation, a.stage),
+          find(op.writes, BK::Qkv, a.stage));
+      break;
+    case sched::ActionKind::AttentionForward:
+      attentionOf(a.stage).forward(a.microbatch,
+                                   find(op.reads, BK::Qkv, a.stage),
+                                   find(op.writes, BK::AttentionOutput, a.stage));
+      break;
+    case sched::ActionKind::AttentionBackward:
+      attentionOf(a.stage).backward(
+          a.microbatch, find(op.reads, BK::AttentionOutputGrad, a.stage),
+          find(op.writes, BK::QkvGrad, a.stage));
+      break;
+    case sched::ActionKind::BackwardInput:
+      input(a.stage, a.microbatch);
+      break;
+    case sched::ActionKind::Backward:
+      input(a.stage, a.microbatch);
+      models.blocks.at(a.stage)->backwardWeight(a.microbatch);
+      break;
+    case sched::ActionKind::BackwardWeight:
+      models.blocks.at(a.stage)->backwardWeight(a.microbatch);
+      break;
+    case sched::ActionKind::ForwardBackward:
+      return fail(at, "overlapped actions are not trained on helix blocks");
+    }
+    return llvm::Error::success();
+  }
   auto forward = [&](int s, int mb) {
-    models.at(s)->forward(mb, find(op.reads, sched::BufferKind::Activation, s - 1),
-                          find(op.writes, sched::BufferKind::Activation, s));
+    models.stages.at(s)->forward(mb, find(op.reads, BK::Activation, s - 1),
+                                 find(op.writes, BK::Activation, s));
   };
   auto input = [&](int s, int mb) {
-    models.at(s)->backwardInput(
-        mb, find(op.reads, sched::BufferKind::Gradient, s + 1),
-        find(op.writes, sched::BufferKind::Gradient, s));
+    models.stages.at(s)->backwardInput(mb, find(op.reads, BK::Gradient, s + 1),
+                                       find(op.writes, BK::Gradient, s));
   };
   switch (a.kind) {
   case sched::ActionKind::Forward:
@@ -348,20 +412,20 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
     input(a.stage, a.microbatch);
     break;
   case sched::ActionKind::BackwardWeight:
-    models.at(a.stage)->backwardWeight(a.microbatch);
+    models.stages.at(a.stage)->backwardWeight(a.microbatch);
     break;
   case sched::ActionKind::Backward:
     input(a.stage, a.microbatch);
-    models.at(a.stage)->backwardWeight(a.microbatch);
+    models.stages.at(a.stage)->backwardWeight(a.microbatch);
     break;
   case sched::ActionKind::ForwardBackward:
     forward(a.stage, a.microbatch);
     input(a.backwardStage, a.backwardMicrobatch);
-    models.at(a.backwardStage)->backwardWeight(a.backwardMicrobatch);
+    models.stages.at(a.backwardStage)->backwardWeight(a.backwardMicrobatch);
     break;
   case sched::ActionKind::AttentionForward:
   case sched::ActionKind::AttentionBackward:
-    return fail(at, "attention tasks are not in runtime plans yet");
+    return fail(at, "attention tasks need a helix plan");
   }
   (void)at;
   return llvm::Error::success();

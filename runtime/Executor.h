@@ -17,8 +17,12 @@
 
 #include "runtime/Communicator.h"
 
+#include "kernels/HelixModel.h"
 #include "kernels/Model.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <map>
+#include <memory>
 #include "scheduler/Plan.h"
 
 namespace stagecraft::runtime {
@@ -63,20 +67,27 @@ struct RankResult {
   std::vector<double> losses;
 };
 
-/// Bytes a message slot needs for the model: the activation plus room for
-/// the tags around it.
+/// Bytes a message slot needs for the model: the largest message (Q, K and
+/// V: 3 x tokens x hidden floats) plus room for the tags around it.
 int64_t trainingMessageBytes(const kernels::ModelConfig &model);
 
-/// Builds the stage models of \p rank (all stages when \p rank < 0).
-llvm::Expected<std::vector<std::pair<int, kernels::Stage>>>
-buildStages(const sched::Plan &plan, int rank, const TrainOptions &train);
+/// The model pieces of a rank: per stage, a layer-wise Stage or, for a
+/// HelixPipe plan (attention after the stages), a HelixBlock.
+struct RankModels {
+  std::vector<std::pair<int, std::unique_ptr<kernels::StageModel>>> all;
+  std::map<int, kernels::Stage *> stages;
+  std::map<int, kernels::HelixBlock *> blocks;
+};
+
+/// Builds the models of \p rank's stages (all stages when \p rank < 0).
+llvm::Expected<RankModels> buildStages(const sched::Plan &plan, int rank,
+                                       const TrainOptions &train);
 
 /// The training loop around one pass over the microbatches: per step, sets
 /// the step and clears gradients, runs \p pass, records the mean loss (when
 /// \p stages include the last stage), dumps gradients after the first step
 /// and weights after the last, and applies the optimizer.
-llvm::Error trainSteps(const sched::Plan &plan,
-                       std::vector<std::pair<int, kernels::Stage>> &stages,
+llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,
                        const TrainOptions &train,
                        llvm::function_ref<llvm::Error()> pass,
                        std::vector<double> &losses);

@@ -37,11 +37,28 @@ static void finish(RunReport &report) {
 llvm::Expected<RunReport>
 stagecraft::runtime::runReference(const sched::Plan &plan,
                                   const TrainOptions &train) {
-  llvm::Expected<std::vector<std::pair<int, kernels::Stage>>> built =
-      buildStages(plan, -1, train);
-  if (!built)
-    return built.takeError();
-  std::vector<std::pair<int, kernels::Stage>> &stages = *built;
+  const int numStages = static_cast<int>(plan.stageNames.size());
+  bool helix = std::find(plan.stageAttention.begin(), plan.stageAttention.end(),
+                         true) != plan.stageAttention.end();
+  RankModels models;
+  if (helix) {
+    // The layer-wise model with one layer per attention, in one piece that
+    // stands for the last stage (it computes the loss).
+    if (llvm::Error err = train.model.validate())
+      return std::move(err);
+    auto whole = std::make_unique<kernels::Stage>(train.model, 0, 1, 0,
+                                                  numStages - 1);
+    models.stages[numStages - 1] = whole.get();
+    models.all.emplace_back(numStages - 1, std::move(whole));
+  } else {
+    llvm::Expected<RankModels> built = buildStages(plan, -1, train);
+    if (!built)
+      return built.takeError();
+    models = std::move(*built);
+  }
+  std::vector<kernels::Stage *> stages;
+  for (auto &[index, stage] : models.stages)
+    stages.push_back(stage);
   const int n = static_cast<int>(stages.size());
   const int64_t floats = train.model.messageBytes() / 4;
   std::vector<float> a(floats), b(floats);
@@ -51,19 +68,18 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   auto pass = [&]() -> llvm::Error {
     for (int mb = 0; mb < plan.microbatches; ++mb) {
       for (int s = 0; s < n; ++s) {
-        stages[s].second.forward(mb, s ? a.data() : nullptr, b.data());
+        stages[s]->forward(mb, s ? a.data() : nullptr, b.data());
         std::swap(a, b);
       }
       for (int s = n - 1; s >= 0; --s) {
-        stages[s].second.backwardInput(mb, s + 1 < n ? a.data() : nullptr,
-                                       b.data());
-        stages[s].second.backwardWeight(mb);
+        stages[s]->backwardInput(mb, s + 1 < n ? a.data() : nullptr, b.data());
+        stages[s]->backwardWeight(mb);
         std::swap(a, b);
       }
     }
     return llvm::Error::success();
   };
-  if (llvm::Error err = trainSteps(plan, stages, train, pass, result.losses))
+  if (llvm::Error err = trainSteps(plan, models, train, pass, result.losses))
     return std::move(err);
   result.wall = std::chrono::duration<double>(Clock::now() - start).count();
   result.busy = result.wall;

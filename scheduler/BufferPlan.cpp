@@ -86,6 +86,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   for (const Stage &s : problem.stages) {
     plan.stageNames.push_back(s.name);
     plan.stageLayers.push_back(s.layers);
+    plan.stageAttention.push_back(s.attention.has_value());
   }
   plan.placement = program.placement;
   plan.ranks.resize(p);

@@ -86,6 +86,8 @@ struct Plan {
   std::vector<std::string> stageNames;
   /// Transformer layers per stage (0: not given).
   std::vector<int> stageLayers;
+  /// Whether an attention task follows each stage (HelixPipe).
+  std::vector<bool> stageAttention;
   std::vector<int> placement;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;

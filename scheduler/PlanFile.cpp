@@ -98,6 +98,10 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (int l : plan.stageLayers)
         j.value(l);
     });
+    j.attributeArray("attention", [&] {
+      for (bool a : plan.stageAttention)
+        j.value(a);
+    });
     j.attributeArray("placement", [&] {
       for (int r : plan.placement)
         j.value(r);
@@ -337,6 +341,13 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
         return reader.fail("layers", "entries must be non-negative integers");
       plan.stageLayers[s] = static_cast<int>(*l);
     }
+  }
+  plan.stageAttention.assign(stages->size(), false);
+  if (const json::Array *attention = root->getArray("attention")) {
+    if (attention->size() != stages->size())
+      return reader.fail("attention", "needs one entry per stage");
+    for (size_t s = 0; s < attention->size(); ++s)
+      plan.stageAttention[s] = (*attention)[s].getAsBoolean().value_or(false);
   }
   const int numRanks = static_cast<int>(ranks->size());
   for (const json::Value &r : *placement) {
