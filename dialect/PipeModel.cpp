@@ -36,6 +36,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.rank = static_cast<int>(rank.getInt());
     if (IntegerAttr layers = op.getLayersAttr())
       stage.layers = static_cast<int>(layers.getInt());
+    if (FloatAttr r = op.getRecomputedAttr())
+      stage.recomputed = r.getValueAsDouble();
     if (FloatAttr af = op.getAttentionForwardAttr())
       stage.attention = sched::Stage::Attention{
           af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),

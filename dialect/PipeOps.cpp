@@ -239,7 +239,9 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   result.addAttribute(getBackwardWeightAttrName(result.name),
                       b.getF64FloatAttr(*costs[2].second));
   std::pair<StringRef, std::optional<double>> memory[] = {
-      {"activation", std::nullopt}, {"weight_grad", std::nullopt}};
+      {"activation", std::nullopt},
+      {"weight_grad", std::nullopt},
+      {"recomputed", std::nullopt}};
   if (succeeded(parser.parseOptionalKeyword("memory")) &&
       parseNamedNumbers(parser, "memory", memory, /*required=*/false))
     return failure();
@@ -248,6 +250,9 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
                       b.getF64FloatAttr(activation));
   result.addAttribute(getWeightGradAttrName(result.name),
                       b.getF64FloatAttr(memory[1].second.value_or(activation)));
+  if (memory[2].second)
+    result.addAttribute(getRecomputedAttrName(result.name),
+                        b.getF64FloatAttr(*memory[2].second));
   std::pair<StringRef, std::optional<double>> attention[] = {
       {"forward", std::nullopt},
       {"backward", std::nullopt},
@@ -287,8 +292,10 @@ void StageOp::print(OpAsmPrinter &p) {
   p << ")";
   p << " memory(activation = "
     << formatNumber(getActivation().convertToDouble())
-    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
-    << ")";
+    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble());
+  if (FloatAttr r = getRecomputedAttr())
+    p << ", recomputed = " << formatNumber(r.getValueAsDouble());
+  p << ")";
   if (FloatAttr af = getAttentionForwardAttr())
     p << " attention(forward = " << formatNumber(af.getValueAsDouble())
       << ", backward = "
@@ -304,7 +311,8 @@ void StageOp::print(OpAsmPrinter &p) {
        getForwardAttrName(),
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
        getForwardBackwardAttrName(), getActivationAttrName(),
-       getWeightGradAttrName(), getAttentionForwardAttrName(),
+       getWeightGradAttrName(), getRecomputedAttrName(),
+       getAttentionForwardAttrName(),
        getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
 }
 
@@ -323,7 +331,8 @@ LogicalResult StageOp::verify() {
       {"cost 'forward_backward'", getForwardBackwardAttr()},
       {"attention 'forward'", getAttentionForwardAttr()},
       {"attention 'backward'", getAttentionBackwardAttr()},
-      {"attention 'memory'", getAttentionMemoryAttr()}};
+      {"attention 'memory'", getAttentionMemoryAttr()},
+      {"memory 'recomputed'", getRecomputedAttr()}};
   for (auto [what, attr] : optional) {
     if (!attr)
       continue;

@@ -58,7 +58,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     `activation` is allocated by a forward and held until the backward ends;
     `weight_grad` (at most `activation`, default `activation`) is the part
     still held after the input gradient, until the weight gradient. Memory
-    defaults to `activation = 1.0`. `rank(K)` pins the stage to rank K. The
+    defaults to `activation = 1.0`; `recomputed` (at most `activation`) is
+    what a forward keeps when the schedule recomputes it (`recompute`).
+    `rank(K)` pins the stage to rank K. The
     optional cost entry `forward_backward` is the cost of this stage's
     forward overlapped with a full backward (default F + B: no gain).
     `layers(N)` gives the stage's transformer layers, for training with the
@@ -81,6 +83,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     OptionalAttr<F64Attr>:$forward_backward,
     F64Attr:$activation,
     F64Attr:$weight_grad,
+    OptionalAttr<F64Attr>:$recomputed,
     OptionalAttr<F64Attr>:$attention_forward,
     OptionalAttr<F64Attr>:$attention_backward,
     OptionalAttr<F64Attr>:$attention_memory

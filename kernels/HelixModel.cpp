@@ -35,7 +35,7 @@ struct Kept {
 struct HelixBlock::Impl {
   ModelConfig c;
   int index, layers;
-  bool first, last;
+  bool first, last, recompute = false;
   int step = 0;
   std::vector<Parameter> params;
   Parameter *embedding = nullptr, *position = nullptr, *wo = nullptr,
@@ -43,11 +43,17 @@ struct HelixBlock::Impl {
             *wqkv = nullptr, *gf = nullptr, *head = nullptr;
   std::map<int, Kept> kept;
   std::map<int, double> losses;
+
+  /// The forward of microbatch \p mb into \p k, writing the outputs.
+  void compute(int mb, Kept &k, const float *residual, const float *attention,
+               float *residualOut, float *qkvOut);
 };
 
-HelixBlock::HelixBlock(const ModelConfig &config, int index, int layers)
+HelixBlock::HelixBlock(const ModelConfig &config, int index, int layers,
+                       bool recompute)
     : impl(std::make_unique<Impl>()) {
   Impl &m = *impl;
+  m.recompute = recompute;
   m.c = config;
   m.index = index;
   m.layers = layers;
@@ -92,8 +98,23 @@ double HelixBlock::loss(int mb) const {
 void HelixBlock::forward(int mb, const float *residual, const float *attention,
                          float *residualOut, float *qkvOut) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
   Kept &k = m.kept[mb];
+  m.compute(mb, k, residual, attention, residualOut, qkvOut);
+  if (m.recompute) {
+    // Keep the inputs (and the tokens) only; the backward recomputes.
+    Kept inputs;
+    inputs.xPrev = std::move(k.xPrev);
+    inputs.attn = std::move(k.attn);
+    inputs.tokens = std::move(k.tokens);
+    k = std::move(inputs);
+  }
+}
+
+void HelixBlock::Impl::compute(int mb, Kept &k, const float *residual,
+                               const float *attention, float *residualOut,
+                               float *qkvOut) {
+  Impl &m = *this;
+  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
   Vec x(static_cast<size_t>(T) * H);
   if (m.first) {
     k.tokens.resize(T);
@@ -108,8 +129,10 @@ void HelixBlock::forward(int mb, const float *residual, const float *attention,
     }
   } else {
     // Post-attention part of the layer below: x1 = x + attn Wo, then MLP.
-    k.xPrev.assign(residual, residual + x.size());
-    k.attn.assign(attention, attention + x.size());
+    if (residual != k.xPrev.data())
+      k.xPrev.assign(residual, residual + x.size());
+    if (attention != k.attn.data())
+      k.attn.assign(attention, attention + x.size());
     k.x1 = k.xPrev;
     gemm(false, false, T, H, H, k.attn.data(), m.wo->value.data(), k.x1.data(),
          true);
@@ -175,6 +198,13 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
   Impl &m = *impl;
   const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
   Kept &k = m.kept.at(mb);
+  if (m.recompute) {
+    // The same forward again from the kept inputs, outputs discarded.
+    Vec residualOut(static_cast<size_t>(T) * H), qkvOut(3 * residualOut.size());
+    m.compute(mb, k, m.first ? nullptr : k.xPrev.data(),
+              m.first ? nullptr : k.attn.data(), residualOut.data(),
+              qkvOut.data());
+  }
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
     k.dhf.resize(dx.size());

@@ -21,7 +21,11 @@ namespace stagecraft::kernels {
 class HelixBlock : public StageModel {
 public:
   /// Block \p index of the \p layers + 1 blocks of a \p layers-layer model.
-  HelixBlock(const ModelConfig &config, int index, int layers);
+  /// With \p recompute, a forward keeps only its inputs and the backward
+  /// computes the forward again first (HelixPipe's recomputation; attention
+  /// is a separate piece and is never recomputed).
+  HelixBlock(const ModelConfig &config, int index, int layers,
+             bool recompute = false);
   ~HelixBlock() override;
   HelixBlock(HelixBlock &&) noexcept;
 

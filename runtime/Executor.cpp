@@ -71,7 +71,8 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                         plan.stageNames[s]));
     for (int s = 0; s < n; ++s)
       if (rank < 0 || plan.placement[s] == rank) {
-        auto block = std::make_unique<kernels::HelixBlock>(train.model, s, n - 1);
+        auto block = std::make_unique<kernels::HelixBlock>(train.model, s, n - 1,
+                                                           plan.recompute);
         models.blocks[s] = block.get();
         models.all.emplace_back(s, std::move(block));
       }

@@ -89,6 +89,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     plan.stageAttention.push_back(s.attention.has_value());
   }
   plan.placement = program.placement;
+  plan.recompute = program.recompute;
   plan.ranks.resize(p);
   if (llvm::Expected<Timeline> t = simulate(problem, program.computeSchedule())) {
     plan.simulatedMakespan = t->makespan;

@@ -88,6 +88,8 @@ struct Plan {
   std::vector<int> stageLayers;
   /// Whether an attention task follows each stage (HelixPipe).
   std::vector<bool> stageAttention;
+  /// Backwards recompute their stage's forward (see Schedule::recompute).
+  bool recompute = false;
   std::vector<int> placement;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;

@@ -98,6 +98,7 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (int l : plan.stageLayers)
         j.value(l);
     });
+    j.attribute("recompute", plan.recompute);
     j.attributeArray("attention", [&] {
       for (bool a : plan.stageAttention)
         j.value(a);
@@ -342,6 +343,7 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
       plan.stageLayers[s] = static_cast<int>(*l);
     }
   }
+  plan.recompute = root->getBoolean("recompute").value_or(false);
   plan.stageAttention.assign(stages->size(), false);
   if (const json::Array *attention = root->getArray("attention")) {
     if (attention->size() != stages->size())

@@ -80,6 +80,11 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
         return fail(fmt::format("stage @{}: '{}' must be finite and "
                                 "non-negative, got {}",
                                 stage.name, key, value));
+    if (stage.recomputed && (!isNonNegativeFinite(*stage.recomputed) ||
+                             *stage.recomputed > stage.activation))
+      return fail(fmt::format("stage @{}: recomputed ({}) must be finite, "
+                              "non-negative and at most activation ({})",
+                              stage.name, *stage.recomputed, stage.activation));
     if (stage.weightGrad > stage.activation)
       return fail(fmt::format("stage @{}: weight_grad ({}) exceeds activation "
                               "({})",

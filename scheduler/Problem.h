@@ -30,6 +30,9 @@ struct Stage {
   /// The part of `activation` still needed by the weight gradient after the
   /// input gradient has run.
   double weightGrad = 1.0;
+  /// What a forward keeps when the schedule recomputes it in the backward
+  /// (its inputs); unset: the whole activation.
+  std::optional<double> recomputed;
   /// Cost of this stage's forward overlapped with a full backward of a stage
   /// like it (DualPipe's F&B); unset means no overlap gain (F + B).
   std::optional<double> forwardBackward;

@@ -137,22 +137,27 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       }
       const Stage &stage = problem.stages[a.stage];
       Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0};
+      // A recomputed forward keeps only `recomputed` until its backward.
+      double kept = schedule.recompute
+                        ? stage.recomputed.value_or(stage.activation)
+                        : stage.activation;
+      double keptForW = std::min(stage.weightGrad, kept);
       switch (a.kind) {
       case ActionKind::Forward:
         task.cost = stage.forward;
-        task.allocAtStart = stage.activation;
+        task.allocAtStart = kept;
         break;
       case ActionKind::BackwardInput:
         task.cost = stage.backwardInput;
-        task.freeAtEnd = stage.activation - stage.weightGrad;
+        task.freeAtEnd = kept - keptForW;
         break;
       case ActionKind::BackwardWeight:
         task.cost = stage.backwardWeight;
-        task.freeAtEnd = stage.weightGrad;
+        task.freeAtEnd = keptForW;
         break;
       case ActionKind::Backward:
         task.cost = stage.backward();
-        task.freeAtEnd = stage.activation;
+        task.freeAtEnd = kept;
         break;
       case ActionKind::ForwardBackward: {
         const Stage &back = problem.stages[a.backwardStage];

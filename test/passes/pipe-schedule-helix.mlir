@@ -37,3 +37,17 @@ pipe.pipeline @h ranks(2) microbatches(2) {
   pipe.stage @b1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) attention(forward = 1.0, backward = 1.0)
   pipe.stage @b2 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0)
 }
+
+// -----
+
+// Tests recomputation's memory: a recomputed block keeps only its
+// `recomputed` share (0.25 instead of 1.0) between forward and backward.
+// CHECK-LABEL: pipe.schedule @r_helix for @r
+// CHECK-SAME: peak_memory = array<f64: 5.000000e-01, 2.500000e-01>
+// NORECOMPUTE-LABEL: pipe.schedule @r_helix for @r
+// NORECOMPUTE-SAME: peak_memory = array<f64: 2.000000e+00, 1.000000e+00>
+pipe.pipeline @r ranks(2) microbatches(1) {
+  pipe.stage @b0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) memory(activation = 1.0, recomputed = 0.25) attention(forward = 1.0, backward = 1.0)
+  pipe.stage @b1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) memory(activation = 1.0, recomputed = 0.25) attention(forward = 1.0, backward = 1.0)
+  pipe.stage @b2 cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.0) memory(activation = 1.0, recomputed = 0.25)
+}

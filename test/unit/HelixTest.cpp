@@ -164,8 +164,9 @@ TEST(HelixKind, LowersToAVerifiedProgramWithAttentionTransfers) {
           for (const CommOp &op : instr.ops)
             qkv += op.isSend && op.message.kind == MessageKind::Qkv;
       // Offset d = p - 1 keeps its attention on the block's rank.
-      if (p > 1)
+      if (p > 1) {
         EXPECT_GT(qkv, 0u);
+      }
       BufferStats stats;
       Plan plan = buildPlan(problem, program, "h", 256, &stats);
       for (int r = 0; r < p; ++r)

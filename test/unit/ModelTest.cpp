@@ -163,6 +163,7 @@ TEST(Model, RejectsBadSizes) {
 namespace {
 
 TEST(HelixModel, CutAtAttentionComputesTheSameModel) {
+  for (bool recompute : {false, true}) {
   ModelConfig c = tiny();
   const int L = 3;
   std::vector<Stage> whole = split(c, {L});
@@ -170,7 +171,7 @@ TEST(HelixModel, CutAtAttentionComputesTheSameModel) {
 
   std::vector<HelixBlock> blocks;
   for (int j = 0; j <= L; ++j)
-    blocks.emplace_back(c, j, L);
+    blocks.emplace_back(c, j, L, recompute);
   std::vector<HelixAttention> attention(L, HelixAttention(c));
   const size_t n = static_cast<size_t>(c.tokens()) * c.hidden;
   double loss = 0;
@@ -215,6 +216,7 @@ TEST(HelixModel, CutAtAttentionComputesTheSameModel) {
       ++matched;
     }
   EXPECT_EQ(matched, byName.size());
+  }
 }
 
 } // namespace
