@@ -44,6 +44,22 @@ llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
                                  const RunOptions &options);
 #endif
 
+#ifdef STAGECRAFT_HAVE_CUDA
+/// Runs every rank as a thread of this process on the CUDA devices it sees,
+/// rank r on device r mod (device count), so ranks may share one GPU: per
+/// rank a compute and a communication stream, slots in device memory, the
+/// timed kernel as a spin kernel, transfers as device-to-device or peer
+/// copies ordered by CUDA events. Fails clearly without a device, and for
+/// training (not implemented on CUDA).
+llvm::Expected<RunReport> runCuda(const sched::Plan &plan,
+                                  const RunOptions &options);
+#endif
+
+/// The report of per-rank results, or one error: the ranks that failed
+/// first, not those stopped because of them.
+llvm::Expected<RunReport>
+collectRankResults(std::vector<llvm::Expected<RankResult>> &results);
+
 /// Training only: the sequential reference. All stages in one thread, the
 /// microbatches one after another (F through the stages, then I and W back),
 /// with the same data, optimizer and dumps as a pipelined run.

@@ -34,3 +34,17 @@ import shutil
 if config.stagecraft_have_mpi and shutil.which("mpirun"):
     config.available_features.add("mpi")
     config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+
+# CUDA: `cuda-build` when the cuda backend is built; `gpu` when a device is
+# also visible (nvidia-smi lists one). Without a GPU the GPU tests show as
+# UNSUPPORTED and cuda-no-device.test checks the error instead.
+if config.stagecraft_have_cuda:
+    config.available_features.add("cuda-build")
+    import subprocess
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                text=True, timeout=30)
+        if listed.returncode == 0 and "GPU" in listed.stdout:
+            config.available_features.add("gpu")
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -3,7 +3,8 @@
 // `stagecraft-run spec.mlir --schedule=KIND` compiles and runs in one go;
 // `stagecraft-run plan.json` runs a plan from `stagecraft-translate
 // --pipe-to-plan`. `--backend=local` (default) runs every rank as a thread;
-// `mpirun -np N stagecraft-run --backend=mpi ...` runs one rank per process.
+// `mpirun -np N stagecraft-run --backend=mpi ...` runs one rank per process;
+// `--backend=cuda` runs every rank on the CUDA devices of this process.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +28,7 @@ namespace sched = stagecraft::pipe::sched;
 static cl::opt<std::string> input(cl::Positional, cl::Required,
                                   cl::desc("<spec.mlir | plan.json>"));
 static cl::opt<std::string> backend("backend", cl::init("local"),
-                                    cl::desc("local (threads) or mpi"));
+                                    cl::desc("local (threads), mpi or cuda"));
 static cl::opt<std::string> scheduleKind(
     "schedule", cl::desc("schedule a spec with this kind before running"));
 static cl::opt<int> chunks("chunks", cl::init(0),
@@ -188,6 +189,15 @@ static int run(int rank) {
       reference ? stagecraft::runtime::runReference(*plan, training)
       : backend == "local"
           ? stagecraft::runtime::runLocal(*plan, options)
+      : backend == "cuda"
+#ifdef STAGECRAFT_HAVE_CUDA
+          ? stagecraft::runtime::runCuda(*plan, options)
+#else
+          ? Expected<stagecraft::runtime::RunReport>(createStringError(
+                inconvertibleErrorCode(),
+                "this build has no cuda backend (nvcc was not found when "
+                "it was configured)"))
+#endif
 #ifdef STAGECRAFT_HAVE_MPI
           : stagecraft::runtime::runMpi(*plan, options);
 #else
@@ -220,12 +230,12 @@ static int run(int rank) {
 
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
-  if (backend != "local" && backend != "mpi") {
+  if (backend != "local" && backend != "mpi" && backend != "cuda") {
     errs() << "stagecraft-run: error: unknown --backend=" << backend
-           << "; expected local or mpi\n";
+           << "; expected local, mpi or cuda\n";
     return 1;
   }
-  if (backend == "local")
+  if (backend == "local" || backend == "cuda")
     return run(0);
 #ifdef STAGECRAFT_HAVE_MPI
   MPI_Init(&argc, &argv);
