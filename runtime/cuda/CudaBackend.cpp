@@ -258,10 +258,11 @@ struct RankRun {
     SC_CUDA(rank, cudaDeviceSynchronize());
     {
       std::unique_lock<std::mutex> lock(shared.mutex);
-      if (++shared.waiting == shared.ranks)
+      // At least: a failed rank releases the barrier by setting it full.
+      if (++shared.waiting >= shared.ranks)
         shared.arrived.notify_all();
       else
-        shared.arrived.wait(lock, [&] { return shared.waiting == shared.ranks; });
+        shared.arrived.wait(lock, [&] { return shared.waiting >= shared.ranks; });
     }
     SC_CUDA(rank, cudaEventRecord(*origin, compute));
 
