@@ -16,6 +16,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <thread>
 
 #ifdef STAGECRAFT_HAVE_MPI
@@ -234,6 +235,18 @@ int main(int argc, char **argv) {
     errs() << "stagecraft-run: error: unknown --backend=" << backend
            << "; expected local, mpi or cuda\n";
     return 1;
+  }
+  if (backend == "cuda") {
+    // One process drives every rank; several processes would each run the
+    // whole plan. Open MPI and MPICH/Slurm launchers set these.
+    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+      if (const char *size = std::getenv(var); size && std::atoi(size) > 1) {
+        errs() << "stagecraft-run: error: --backend=cuda runs every rank in "
+                  "one process (one thread per rank on the visible GPUs); "
+                  "NCCL across processes is not implemented, so run it "
+                  "without mpirun\n";
+        return 1;
+      }
   }
   if (backend == "local" || backend == "cuda")
     return run(0);
