@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/HelixModel.h"
+#include "kernels/ModelEnds.h"
 #include "kernels/Ops.h"
 
 #include <fmt/format.h>
@@ -24,11 +25,8 @@ struct Kept {
   Vec dy1, dh2, du, dy2;
   // Pre-attention part of layer index.
   Vec x, xhat1, inv1, h1, dqkv, dh1;
-  // First block: tokens and the gradient of the embedding sum.
-  std::vector<int> tokens;
-  Vec dEmbedded;
-  // Last block: final norm, head, loss.
-  Vec xhatf, invf, hf, dlogits, dhf;
+  ends::EmbedStash embed; // first block
+  ends::HeadStash head;   // last block: final norm, head, loss
 };
 } // namespace
 
@@ -105,7 +103,7 @@ void HelixBlock::forward(int mb, const float *residual, const float *attention,
     Kept inputs;
     inputs.xPrev = std::move(k.xPrev);
     inputs.attn = std::move(k.attn);
-    inputs.tokens = std::move(k.tokens);
+    inputs.embed.tokens = std::move(k.embed.tokens);
     k = std::move(inputs);
   }
 }
@@ -114,19 +112,11 @@ void HelixBlock::Impl::compute(int mb, Kept &k, const float *residual,
                                const float *attention, float *residualOut,
                                float *qkvOut) {
   Impl &m = *this;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
+  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
   Vec x(static_cast<size_t>(T) * H);
   if (m.first) {
-    k.tokens.resize(T);
-    for (int t = 0; t < T; ++t) {
-      int tok = syntheticToken(m.c, m.step, mb, t);
-      k.tokens[t] = tok;
-      int pos = t % m.c.sequence;
-      for (int h = 0; h < H; ++h)
-        x[static_cast<size_t>(t) * H + h] =
-            m.embedding->value[static_cast<size_t>(tok) * H + h] +
-            m.position->value[static_cast<size_t>(pos) * H + h];
-    }
+    ends::embedForward(m.c, m.step, mb, *m.embedding, *m.position, k.embed,
+                       x.data());
   } else {
     // Post-attention part of the layer below: x1 = x + attn Wo, then MLP.
     if (residual != k.xPrev.data())
@@ -164,39 +154,15 @@ void HelixBlock::Impl::compute(int mb, Kept &k, const float *residual,
     std::copy(x.begin(), x.end(), residualOut);
     return;
   }
-  k.xhatf.resize(x.size());
-  k.invf.resize(T);
-  k.hf.resize(x.size());
-  rmsForward(T, H, x.data(), m.gf->value.data(), k.hf.data(), k.xhatf.data(),
-             k.invf.data());
-  Vec logits(static_cast<size_t>(T) * V);
-  gemm(false, false, T, V, H, k.hf.data(), m.head->value.data(), logits.data(),
-       false);
-  k.dlogits.resize(logits.size());
-  double loss = 0;
-  const float norm = 1.0f / (static_cast<float>(T) * m.c.microbatches);
-  for (int t = 0; t < T; ++t) {
-    float *row = &logits[static_cast<size_t>(t) * V];
-    float mx = *std::max_element(row, row + V);
-    double sum = 0;
-    for (int v = 0; v < V; ++v)
-      sum += std::exp(static_cast<double>(row[v] - mx));
-    int target = syntheticTarget(m.c, m.step, mb, t);
-    loss += std::log(sum) + mx - row[target];
-    for (int v = 0; v < V; ++v) {
-      float p = static_cast<float>(std::exp(row[v] - mx) / sum);
-      k.dlogits[static_cast<size_t>(t) * V + v] =
-          (p - (v == target ? 1.0f : 0.0f)) * norm;
-    }
-  }
-  m.losses[mb] = loss / T;
+  m.losses[mb] = ends::headForward(m.c, m.step, mb, *m.gf, *m.head,
+                                   x.data(), k.head);
 }
 
 void HelixBlock::backwardInput(int mb, const float *residualGrad,
                                const float *qkvGrad, float *residualInGrad,
                                float *attentionInGrad) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
+  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
   Kept &k = m.kept.at(mb);
   if (m.recompute) {
     // The same forward again from the kept inputs, outputs discarded.
@@ -207,11 +173,7 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
   }
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
-    k.dhf.resize(dx.size());
-    gemm(false, true, T, H, V, k.dlogits.data(), m.head->value.data(),
-         k.dhf.data(), false);
-    rmsBackwardInput(T, H, k.dhf.data(), m.gf->value.data(), k.xhatf.data(),
-                     k.invf.data(), dx.data(), false);
+    ends::headBackwardInput(m.c, *m.gf, *m.head, k.head, dx.data());
   } else {
     std::copy(residualGrad, residualGrad + dx.size(), dx.begin());
     k.dqkv.assign(qkvGrad, qkvGrad + static_cast<size_t>(T) * 3 * H);
@@ -222,7 +184,7 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
                      k.inv1.data(), dx.data(), true);
   }
   if (m.first) {
-    k.dEmbedded = dx;
+    k.embed.dEmbedded = dx;
     return;
   }
   // Post-attention part of the layer below.
@@ -247,15 +209,12 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
 
 void HelixBlock::backwardWeight(int mb) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn(), V = m.c.vocab;
+  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
   auto it = m.kept.find(mb);
   assert(it != m.kept.end() && "W before F");
   Kept &k = it->second;
-  if (m.last) {
-    gemm(true, false, H, V, T, k.hf.data(), k.dlogits.data(),
-         m.head->grad.data(), true);
-    rmsBackwardWeight(T, H, k.dhf.data(), k.xhatf.data(), m.gf->grad.data());
-  }
+  if (m.last)
+    ends::headBackwardWeight(m.c, k.head, *m.gf, *m.head);
   if (!m.first) {
     gemm(true, false, F, H, T, k.act.data(), k.dy2.data(), m.w2->grad.data(),
          true);
@@ -271,14 +230,7 @@ void HelixBlock::backwardWeight(int mb) {
     rmsBackwardWeight(T, H, k.dh1.data(), k.xhat1.data(), m.g1->grad.data());
   }
   if (m.first)
-    for (int t = 0; t < T; ++t) {
-      int pos = t % m.c.sequence;
-      for (int h = 0; h < H; ++h) {
-        float g = k.dEmbedded[static_cast<size_t>(t) * H + h];
-        m.embedding->grad[static_cast<size_t>(k.tokens[t]) * H + h] += g;
-        m.position->grad[static_cast<size_t>(pos) * H + h] += g;
-      }
-    }
+    ends::embedBackwardWeight(m.c, k.embed, *m.embedding, *m.position);
   m.kept.erase(it);
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/Model.h"
 
+#include "kernels/ModelEnds.h"
 #include "kernels/Ops.h"
 
 #include <fmt/format.h>
@@ -66,11 +67,8 @@ struct BlockStash {
 
 struct MicrobatchStash {
   std::vector<BlockStash> blocks;
-  // First stage: the embedded tokens; W needs the gradient of the sum.
-  std::vector<int> tokens;
-  Vec dEmbedded;
-  // Last stage: final norm and head.
-  Vec xf, xhatf, invf, hf, logits, dlogits, dhf;
+  ends::EmbedStash embed; // first stage
+  ends::HeadStash head;   // last stage
 };
 } // namespace
 
@@ -321,21 +319,13 @@ void Stage::Impl::blockBackwardWeight(const BlockParams &w, BlockStash &s) {
 
 void Stage::forward(int mb, const float *input, float *output) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
+  const int T = m.c.tokens(), H = m.c.hidden;
   MicrobatchStash &st = m.stash[mb];
   st.blocks.assign(m.blocks.size(), BlockStash{});
   Vec x(static_cast<size_t>(T) * H);
   if (m.first) {
-    st.tokens.resize(T);
-    for (int t = 0; t < T; ++t) {
-      int tok = syntheticToken(m.c, m.step, mb, t);
-      st.tokens[t] = tok;
-      int pos = t % m.c.sequence;
-      for (int h = 0; h < H; ++h)
-        x[static_cast<size_t>(t) * H + h] =
-            m.embedding->value[static_cast<size_t>(tok) * H + h] +
-            m.position->value[static_cast<size_t>(pos) * H + h];
-    }
+    ends::embedForward(m.c, m.step, mb, *m.embedding, *m.position, st.embed,
+                       x.data());
   } else {
     std::copy(input, input + x.size(), x.begin());
   }
@@ -348,48 +338,17 @@ void Stage::forward(int mb, const float *input, float *output) {
     std::copy(x.begin(), x.end(), output);
     return;
   }
-  st.xf = x;
-  st.xhatf.resize(x.size());
-  st.invf.resize(T);
-  st.hf.resize(x.size());
-  rmsForward(T, H, st.xf.data(), m.gf->value.data(), st.hf.data(),
-             st.xhatf.data(), st.invf.data());
-  st.logits.resize(static_cast<size_t>(T) * V);
-  gemm(false, false, T, V, H, st.hf.data(), m.head->value.data(),
-       st.logits.data(), false);
-  // Cross-entropy, mean over tokens; the step's loss is the mean over
-  // microbatches, so each microbatch's gradient carries 1 / (T x m).
-  st.dlogits.resize(st.logits.size());
-  double loss = 0;
-  const float norm = 1.0f / (static_cast<float>(T) * m.c.microbatches);
-  for (int t = 0; t < T; ++t) {
-    float *row = &st.logits[static_cast<size_t>(t) * V];
-    float mx = *std::max_element(row, row + V);
-    double sum = 0;
-    for (int v = 0; v < V; ++v)
-      sum += std::exp(static_cast<double>(row[v] - mx));
-    int target = syntheticTarget(m.c, m.step, mb, t);
-    loss += std::log(sum) + mx - row[target];
-    for (int v = 0; v < V; ++v) {
-      float p = static_cast<float>(std::exp(row[v] - mx) / sum);
-      st.dlogits[static_cast<size_t>(t) * V + v] =
-          (p - (v == target ? 1.0f : 0.0f)) * norm;
-    }
-  }
-  m.losses[mb] = loss / T;
+  m.losses[mb] = ends::headForward(m.c, m.step, mb, *m.gf, *m.head,
+                                   x.data(), st.head);
 }
 
 void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
+  const int T = m.c.tokens(), H = m.c.hidden;
   MicrobatchStash &st = m.stash.at(mb);
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
-    st.dhf.resize(static_cast<size_t>(T) * H);
-    gemm(false, true, T, H, V, st.dlogits.data(), m.head->value.data(),
-         st.dhf.data(), false);
-    rmsBackwardInput(T, H, st.dhf.data(), m.gf->value.data(), st.xhatf.data(),
-                     st.invf.data(), dx.data(), false);
+    ends::headBackwardInput(m.c, *m.gf, *m.head, st.head, dx.data());
   } else {
     std::copy(outputGrad, outputGrad + dx.size(), dx.begin());
   }
@@ -399,37 +358,112 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
     std::swap(dx, din);
   }
   if (m.first)
-    st.dEmbedded = dx;
+    st.embed.dEmbedded = dx;
   else
     std::copy(dx.begin(), dx.end(), inputGrad);
 }
 
 void Stage::backwardWeight(int mb) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, V = m.c.vocab;
   auto it = m.stash.find(mb);
   assert(it != m.stash.end() && "W before F");
   MicrobatchStash &st = it->second;
-  if (m.last) {
-    gemm(true, false, H, V, T, st.hf.data(), st.dlogits.data(),
-         m.head->grad.data(), true);
-    rmsBackwardWeight(T, H, st.dhf.data(), st.xhatf.data(), m.gf->grad.data());
-  }
+  if (m.last)
+    ends::headBackwardWeight(m.c, st.head, *m.gf, *m.head);
   for (size_t l = m.blocks.size(); l-- > 0;)
     m.blockBackwardWeight(m.blocks[l], st.blocks[l]);
   if (m.first)
-    for (int t = 0; t < T; ++t) {
-      int pos = t % m.c.sequence;
-      for (int h = 0; h < H; ++h) {
-        float g = st.dEmbedded[static_cast<size_t>(t) * H + h];
-        m.embedding->grad[static_cast<size_t>(st.tokens[t]) * H + h] += g;
-        m.position->grad[static_cast<size_t>(pos) * H + h] += g;
-      }
-    }
+    ends::embedBackwardWeight(m.c, st.embed, *m.embedding, *m.position);
   m.stash.erase(it);
 }
 
 double Stage::loss(int mb) const {
   auto it = impl->losses.find(mb);
   return it == impl->losses.end() ? 0.0 : it->second;
+}
+
+void ends::embedForward(const ModelConfig &c, int step, int mb,
+                        const Parameter &embedding, const Parameter &position,
+                        EmbedStash &stash, float *x) {
+  const int T = c.tokens(), H = c.hidden;
+  stash.tokens.resize(T);
+  for (int t = 0; t < T; ++t) {
+    int tok = syntheticToken(c, step, mb, t);
+    stash.tokens[t] = tok;
+    int pos = t % c.sequence;
+    for (int h = 0; h < H; ++h)
+      x[static_cast<size_t>(t) * H + h] =
+          embedding.value[static_cast<size_t>(tok) * H + h] +
+          position.value[static_cast<size_t>(pos) * H + h];
+  }
+}
+
+void ends::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
+                               Parameter &embedding, Parameter &position) {
+  const int T = c.tokens(), H = c.hidden;
+  for (int t = 0; t < T; ++t) {
+    int pos = t % c.sequence;
+    for (int h = 0; h < H; ++h) {
+      float g = stash.dEmbedded[static_cast<size_t>(t) * H + h];
+      embedding.grad[static_cast<size_t>(stash.tokens[t]) * H + h] += g;
+      position.grad[static_cast<size_t>(pos) * H + h] += g;
+    }
+  }
+}
+
+double ends::headForward(const ModelConfig &c, int step, int mb,
+                         const Parameter &gf, const Parameter &head,
+                         const float *x, HeadStash &stash) {
+  using namespace ops;
+  const int T = c.tokens(), H = c.hidden, V = c.vocab;
+  stash.xhatf.resize(static_cast<size_t>(T) * H);
+  stash.invf.resize(T);
+  stash.hf.resize(static_cast<size_t>(T) * H);
+  rmsForward(T, H, x, gf.value.data(), stash.hf.data(), stash.xhatf.data(),
+             stash.invf.data());
+  Vec logits(static_cast<size_t>(T) * V);
+  gemm(false, false, T, V, H, stash.hf.data(), head.value.data(),
+       logits.data(), false);
+  // Cross-entropy, mean over tokens; the step's loss is the mean over
+  // microbatches, so each microbatch's gradient carries 1 / (T x m).
+  stash.dlogits.resize(logits.size());
+  double loss = 0;
+  const float norm = 1.0f / (static_cast<float>(T) * c.microbatches);
+  for (int t = 0; t < T; ++t) {
+    float *row = &logits[static_cast<size_t>(t) * V];
+    float mx = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v)
+      sum += std::exp(static_cast<double>(row[v] - mx));
+    int target = syntheticTarget(c, step, mb, t);
+    loss += std::log(sum) + mx - row[target];
+    for (int v = 0; v < V; ++v) {
+      float p = static_cast<float>(std::exp(row[v] - mx) / sum);
+      stash.dlogits[static_cast<size_t>(t) * V + v] =
+          (p - (v == target ? 1.0f : 0.0f)) * norm;
+    }
+  }
+  return loss / T;
+}
+
+void ends::headBackwardInput(const ModelConfig &c, const Parameter &gf,
+                             const Parameter &head, HeadStash &stash,
+                             float *dx) {
+  using namespace ops;
+  const int T = c.tokens(), H = c.hidden, V = c.vocab;
+  stash.dhf.resize(static_cast<size_t>(T) * H);
+  gemm(false, true, T, H, V, stash.dlogits.data(), head.value.data(),
+       stash.dhf.data(), false);
+  rmsBackwardInput(T, H, stash.dhf.data(), gf.value.data(), stash.xhatf.data(),
+                   stash.invf.data(), dx, false);
+}
+
+void ends::headBackwardWeight(const ModelConfig &c, const HeadStash &stash,
+                              Parameter &gf, Parameter &head) {
+  using namespace ops;
+  const int T = c.tokens(), H = c.hidden, V = c.vocab;
+  gemm(true, false, H, V, T, stash.hf.data(), stash.dlogits.data(),
+       head.grad.data(), true);
+  rmsBackwardWeight(T, H, stash.dhf.data(), stash.xhatf.data(),
+                    gf.grad.data());
 }
