@@ -43,6 +43,9 @@ public:
   bool timedOut() const { return timedOutFlag.load(); }
   void abort() { abortFlag = true; }
   double timeoutSeconds() const { return timeout; }
+  /// Why a wait for \p what gives up once expired() holds: another rank
+  /// failed, or no rank progressed for the timeout.
+  std::string giveUpReason(const std::string &what) const;
   std::string waitingOn(int rank);
 
 private:

@@ -230,11 +230,8 @@ private:
     if (!err)
       return llvm::Error::success();
     std::string message = llvm::toString(std::move(err));
-    if (message == "no progress" && !monitor.timedOut())
-      return fail(at, "stopped: another rank failed");
     if (message == "no progress")
-      return fail(at, fmt::format("no rank progressed for {} s; waiting for {}",
-                                  monitor.timeoutSeconds(), what));
+      return fail(at, monitor.giveUpReason(what));
     return fail(at, fmt::format("{}: {}", what, message));
   }
   std::string commText(const sched::PlanOp &op) const {

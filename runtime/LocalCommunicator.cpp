@@ -38,6 +38,13 @@ std::string ProgressMonitor::waitingOn(int rank) {
   return what[rank];
 }
 
+std::string ProgressMonitor::giveUpReason(const std::string &what) const {
+  if (!timedOut())
+    return "stopped: another rank failed";
+  return fmt::format("no rank progressed for {} s; waiting for {}", timeout,
+                     what);
+}
+
 bool ProgressMonitor::expired() {
   if (abortFlag)
     return true;

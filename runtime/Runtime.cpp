@@ -93,23 +93,23 @@ llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
   const int p = plan.numRanks();
   LocalFabric fabric(p);
   ProgressMonitor monitor(p, options.timeout);
-  std::vector<llvm::Expected<RankResult>> results;
-  for (int r = 0; r < p; ++r)
-    results.emplace_back(RankResult{});
-  std::vector<std::thread> threads;
   Clock::time_point start = Clock::now();
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      std::unique_ptr<Communicator> comm = fabric.communicator(r);
-      results[r] = executeRank(plan, r, *comm, monitor, start, options.exec);
-    });
-  for (std::thread &t : threads)
-    t.join();
-  return collectRankResults(results);
+  return runRankThreads(p, [&](int r) {
+    std::unique_ptr<Communicator> comm = fabric.communicator(r);
+    return executeRank(plan, r, *comm, monitor, start, options.exec);
+  });
 }
 
-llvm::Expected<RunReport> stagecraft::runtime::collectRankResults(
-    std::vector<llvm::Expected<RankResult>> &results) {
+llvm::Expected<RunReport> stagecraft::runtime::runRankThreads(
+    int ranks, llvm::function_ref<llvm::Expected<RankResult>(int)> rank) {
+  std::vector<llvm::Expected<RankResult>> results;
+  for (int r = 0; r < ranks; ++r)
+    results.emplace_back(RankResult{});
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] { results[r] = rank(r); });
+  for (std::thread &t : threads)
+    t.join();
   RunReport report;
   // The ranks that failed first; those stopped because of them add nothing.
   std::string errors, stopped;

@@ -55,10 +55,12 @@ llvm::Expected<RunReport> runCuda(const sched::Plan &plan,
                                   const RunOptions &options);
 #endif
 
-/// The report of per-rank results, or one error: the ranks that failed
-/// first, not those stopped because of them.
+/// Runs \p rank(r) for every rank r in a thread of its own; the report of
+/// their results, or one error: the ranks that failed first, not those
+/// stopped because of them.
 llvm::Expected<RunReport>
-collectRankResults(std::vector<llvm::Expected<RankResult>> &results);
+runRankThreads(int ranks,
+               llvm::function_ref<llvm::Expected<RankResult>(int)> rank);
 
 /// Training only: the sequential reference. All stages in one thread, the
 /// microbatches one after another (F through the stages, then I and W back),

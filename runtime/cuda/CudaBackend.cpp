@@ -23,7 +23,6 @@
 
 #include <condition_variable>
 #include <deque>
-#include <thread>
 
 using namespace stagecraft::runtime;
 using namespace stagecraft::pipe;
@@ -72,29 +71,6 @@ struct Shared {
   int waiting = 0;
 };
 
-/// Waits on \p box until \p ready holds, polling the monitor.
-template <typename Ready>
-llvm::Error waitOn(Mailbox &box, std::unique_lock<std::mutex> &lock,
-                   ProgressMonitor &monitor, int rank, const std::string &what,
-                   Ready ready) {
-  monitor.waiting(rank, what);
-  while (!ready()) {
-    if (monitor.aborted())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     fmt::format("rank {}: stopped: another "
-                                                 "rank failed",
-                                                 rank));
-    if (monitor.expired())
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("rank {}: no progress for {} s while waiting for {}",
-                      rank, monitor.timeoutSeconds(), what));
-    box.changed.wait_for(lock, std::chrono::milliseconds(5));
-  }
-  monitor.waiting(rank, "");
-  return llvm::Error::success();
-}
-
 /// SM clock cycles per second of the current device, measured.
 llvm::Expected<double> cyclesPerSecond(int rank) {
   cudaStream_t stream;
@@ -130,6 +106,30 @@ struct RankRun {
   std::vector<cudaEvent_t> sending; // per slot: its last send's completion
   std::vector<std::shared_ptr<Posted>> keep;
   double cycles = 0.0;
+
+  /// The instruction being run, for messages.
+  size_t at = 0;
+
+  llvm::Error fail(const std::string &what) {
+    monitor.abort();
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("rank {}: instruction {}: {}", rank, at, what));
+  }
+
+  /// Waits on \p box until \p ready holds, polling the monitor.
+  template <typename Ready>
+  llvm::Error waitOn(Mailbox &box, std::unique_lock<std::mutex> &lock,
+                     const std::string &what, Ready ready) {
+    monitor.waiting(rank, fmt::format("instruction {}: {}", at, what));
+    while (!ready()) {
+      if (monitor.expired())
+        return fail(monitor.giveUpReason(what));
+      box.changed.wait_for(lock, std::chrono::milliseconds(5));
+    }
+    monitor.waiting(rank, "");
+    return llvm::Error::success();
+  }
 
   llvm::Expected<cudaEvent_t> event(bool timing) {
     cudaEvent_t e;
@@ -173,7 +173,7 @@ struct RankRun {
   llvm::Error complete(const sched::PlanOp &op, Posted &posted) {
     Mailbox &box = shared.box(op.peer, rank);
     std::unique_lock<std::mutex> lock(box.mutex);
-    if (llvm::Error err = waitOn(box, lock, monitor, rank, describe(op),
+    if (llvm::Error err = waitOn(box, lock, describe(op),
                                  [&] { return posted.recorded; }))
       return err;
     lock.unlock();
@@ -186,20 +186,19 @@ struct RankRun {
     std::shared_ptr<Posted> posted;
     {
       std::unique_lock<std::mutex> lock(box.mutex);
-      if (llvm::Error err = waitOn(box, lock, monitor, rank, describe(op),
+      if (llvm::Error err = waitOn(box, lock, describe(op),
                                    [&] { return !box.posted.empty(); }))
         return err;
       posted = box.posted.front();
       box.posted.pop_front();
     }
     if (posted->bytes != static_cast<size_t>(op.buffer.bytes))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("rank {}: send of {} bytes to rank {} ({}) meets a "
-                      "receive of {} bytes",
-                      rank, op.buffer.bytes, op.peer,
-                      sched::describeTag(op.buffer.tag, plan.stageNames),
-                      posted->bytes));
+      return fail(fmt::format("send of {} bytes to rank {} ({}) meets a "
+                              "receive of {} bytes",
+                              op.buffer.bytes, op.peer,
+                              sched::describeTag(op.buffer.tag,
+                                                 plan.stageNames),
+                              posted->bytes));
     llvm::Expected<cudaEvent_t> ready = event(false);
     if (!ready)
       return ready.takeError();
@@ -269,7 +268,10 @@ struct RankRun {
     RankResult result;
     result.rank = rank;
     size_t index = 0;
-    for (const sched::PlanOp &op : mine.ops) {
+    for (; at < mine.ops.size(); ++at) {
+      if (monitor.aborted())
+        return fail("stopped: another rank failed");
+      const sched::PlanOp &op = mine.ops[at];
       switch (op.kind) {
       case sched::PlanOp::Kind::Compute: {
         for (const sched::SlotUse &w : op.writes)
@@ -280,11 +282,9 @@ struct RankRun {
         long long n = static_cast<long long>(op.cost * options.exec.timeUnit *
                                              cycles);
         if (cudaError_t err = cuda::launchSpin(n, compute); err != cudaSuccess)
-          return llvm::createStringError(
-              llvm::inconvertibleErrorCode(),
-              fmt::format("rank {}: cuda: {}: {}", rank,
-                          describePlanAction(plan, op.action),
-                          cudaGetErrorString(err)));
+          return fail(fmt::format("cuda: {}: {}",
+                                  describePlanAction(plan, op.action),
+                                  cudaGetErrorString(err)));
         SC_CUDA(rank, cudaEventRecord(b, compute));
         ++index;
         break;
@@ -398,23 +398,16 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
     }
   Shared shared(p);
   ProgressMonitor monitor(p, options.timeout);
-  std::vector<llvm::Expected<RankResult>> results;
-  for (int r = 0; r < p; ++r)
-    results.emplace_back(RankResult{});
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      RankRun run{plan, r, r % devices, shared, monitor, options};
-      results[r] = run.run();
-      if (!results[r]) {
-        monitor.abort();
-        // Release ranks still at the start barrier.
-        std::lock_guard<std::mutex> lock(shared.mutex);
-        shared.waiting = shared.ranks;
-        shared.arrived.notify_all();
-      }
-    });
-  for (std::thread &t : threads)
-    t.join();
-  return collectRankResults(results);
+  return runRankThreads(p, [&](int r) -> llvm::Expected<RankResult> {
+    RankRun run{plan, r, r % devices, shared, monitor, options};
+    llvm::Expected<RankResult> result = run.run();
+    if (!result) {
+      monitor.abort();
+      // Release ranks still at the start barrier.
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      shared.waiting = shared.ranks;
+      shared.arrived.notify_all();
+    }
+    return result;
+  });
 }
