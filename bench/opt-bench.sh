@@ -3,20 +3,12 @@
 # on generated specs and prints a Markdown table. Usage:
 #   bench/opt-bench.sh [BUILD_DIR]        (default: build)
 set -euo pipefail
-build=${1:-build}
-opt="$build/bin/stagecraft-opt"
-[ -x "$opt" ] || { echo "error: $opt not found; build first" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/common.sh"
+opt=$(require_tool stagecraft-opt)
 
 spec() { # ranks microbatches stages
-  {
-    echo "pipe.pipeline @bench ranks($1) microbatches($2) latency(0.05) {"
-    for ((s = 0; s < $3; s++)); do
-      echo "  pipe.stage @s$s cost(forward = 1.0, backward_input = 1.1, backward_weight = 0.9)"
-    done
-    echo "}"
-  }
+  pipeline_spec "bench ranks($1) microbatches($2) latency(0.05)" "$3" \
+    "cost(forward = 1.0, backward_input = 1.1, backward_weight = 0.9)"
 }
 
 echo "| kind | ranks | microbatches | chunks | output ops | wall s |"

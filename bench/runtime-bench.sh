@@ -7,18 +7,11 @@
 # BACKENDS="local mpi" (default) picks the backends; bench/gpu-check.sh runs
 # it with BACKENDS=cuda.
 set -euo pipefail
-build=${1:-build}
-run="$build/bin/stagecraft-run"
-[ -x "$run" ] || { echo "error: $run not found; build first" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-{
-  echo "pipe.pipeline @bench ranks(8) microbatches(32) {"
-  for ((s = 0; s < 16; s++)); do
-    echo "  pipe.stage @s$s cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)"
-  done
-  echo "}"
-} > "$work/spec.mlir"
+. "$(dirname "$0")/common.sh"
+run=$(require_tool stagecraft-run)
+pipeline_spec "bench ranks(8) microbatches(32)" 16 \
+  "cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)" \
+  > "$work/spec.mlir"
 
 mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 8)
 echo "| kind | backend | simulated ms | measured ms | measured / simulated | overhead us/instr |"

@@ -5,18 +5,11 @@
 # the sequential reference for comparison. Usage:
 #   bench/train-bench.sh [BUILD_DIR]        (default: build)
 set -euo pipefail
-build=${1:-build}
-run="$build/bin/stagecraft-run"
-[ -x "$run" ] || { echo "error: $run not found; build first" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-{
-  echo "pipe.pipeline @cpu ranks(2) microbatches(8) {"
-  for ((s = 0; s < 4; s++)); do
-    echo "  pipe.stage @s$s layers(2) cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)"
-  done
-  echo "}"
-} > "$work/spec.mlir"
+. "$(dirname "$0")/common.sh"
+run=$(require_tool stagecraft-run)
+pipeline_spec "cpu ranks(2) microbatches(8)" 4 \
+  "layers(2) cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)" \
+  > "$work/spec.mlir"
 model=(--hidden=128 --heads=4 --seq=64 --batch=2 --steps=3)
 echo "| kind | tokens/s | final loss |"
 echo "|---|---|---|"

@@ -104,7 +104,6 @@ struct RankRun {
   std::vector<void *> slots;
   std::vector<cudaEvent_t> events; // every event this rank created
   std::vector<cudaEvent_t> sending; // per slot: its last send's completion
-  std::vector<std::shared_ptr<Posted>> keep;
   double cycles = 0.0;
 
   /// The instruction being run, for messages.
@@ -166,7 +165,6 @@ struct RankRun {
       box.posted.push_back(posted);
     }
     box.changed.notify_all();
-    keep.push_back(posted);
     return posted;
   }
 
