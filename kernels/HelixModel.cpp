@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/HelixModel.h"
-#include "kernels/ModelEnds.h"
+#include "kernels/ModelParts.h"
 #include "kernels/Ops.h"
 
 #include <fmt/format.h>
@@ -20,13 +20,13 @@ namespace {
 using Vec = std::vector<float>;
 
 struct Kept {
-  // Post-attention part of layer index - 1.
-  Vec xPrev, attn, x1, xhat2, inv2, h2, u, act;
-  Vec dy1, dh2, du, dy2;
-  // Pre-attention part of layer index.
-  Vec x, xhat1, inv1, h1, dqkv, dh1;
-  ends::EmbedStash embed; // first block
-  ends::HeadStash head;   // last block: final norm, head, loss
+  // Post-attention half of layer index - 1: its inputs and what it keeps.
+  Vec xPrev, attn;
+  parts::PostStash post;
+  // Pre-attention half of layer index.
+  parts::PreStash pre;
+  parts::EmbedStash embed; // first block
+  parts::HeadStash head;   // last block: final norm, head, loss
 };
 } // namespace
 
@@ -36,9 +36,11 @@ struct HelixBlock::Impl {
   bool first, last, recompute = false;
   int step = 0;
   std::vector<Parameter> params;
-  Parameter *embedding = nullptr, *position = nullptr, *wo = nullptr,
-            *g2 = nullptr, *w1 = nullptr, *w2 = nullptr, *g1 = nullptr,
-            *wqkv = nullptr, *gf = nullptr, *head = nullptr;
+  Parameter *embedding = nullptr, *position = nullptr, *gf = nullptr,
+            *head = nullptr;
+  // The post-attention half of layer index - 1 (wo, g2, w1, w2) and the
+  // pre-attention half of layer index (g1, wqkv).
+  parts::LayerParams post, pre;
   std::map<int, Kept> kept;
   std::map<int, double> losses;
 
@@ -64,14 +66,14 @@ HelixBlock::HelixBlock(const ModelConfig &config, int index, int layers,
   }
   if (!m.first) {
     int l = index - 1;
-    names.push_back({fmt::format("layer{}.wo", l), &m.wo});
-    names.push_back({fmt::format("layer{}.norm2", l), &m.g2});
-    names.push_back({fmt::format("layer{}.w1", l), &m.w1});
-    names.push_back({fmt::format("layer{}.w2", l), &m.w2});
+    names.push_back({fmt::format("layer{}.wo", l), &m.post.wo});
+    names.push_back({fmt::format("layer{}.norm2", l), &m.post.g2});
+    names.push_back({fmt::format("layer{}.w1", l), &m.post.w1});
+    names.push_back({fmt::format("layer{}.w2", l), &m.post.w2});
   }
   if (!m.last) {
-    names.push_back({fmt::format("layer{}.norm1", index), &m.g1});
-    names.push_back({fmt::format("layer{}.wqkv", index), &m.wqkv});
+    names.push_back({fmt::format("layer{}.norm1", index), &m.pre.g1});
+    names.push_back({fmt::format("layer{}.wqkv", index), &m.pre.wqkv});
   } else {
     names.push_back({"final_norm", &m.gf});
     names.push_back({"head", &m.head});
@@ -112,57 +114,32 @@ void HelixBlock::Impl::compute(int mb, Kept &k, const float *residual,
                                const float *attention, float *residualOut,
                                float *qkvOut) {
   Impl &m = *this;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
-  Vec x(static_cast<size_t>(T) * H);
+  Vec x(static_cast<size_t>(m.c.tokens()) * m.c.hidden);
   if (m.first) {
-    ends::embedForward(m.c, m.step, mb, *m.embedding, *m.position, k.embed,
-                       x.data());
+    parts::embedForward(m.c, m.step, mb, *m.embedding, *m.position, k.embed,
+                        x.data());
   } else {
-    // Post-attention part of the layer below: x1 = x + attn Wo, then MLP.
     if (residual != k.xPrev.data())
       k.xPrev.assign(residual, residual + x.size());
     if (attention != k.attn.data())
       k.attn.assign(attention, attention + x.size());
-    k.x1 = k.xPrev;
-    gemm(false, false, T, H, H, k.attn.data(), m.wo->value.data(), k.x1.data(),
-         true);
-    k.xhat2.resize(x.size());
-    k.inv2.resize(T);
-    k.h2.resize(x.size());
-    rmsForward(T, H, k.x1.data(), m.g2->value.data(), k.h2.data(),
-               k.xhat2.data(), k.inv2.data());
-    k.u.resize(static_cast<size_t>(T) * F);
-    gemm(false, false, T, F, H, k.h2.data(), m.w1->value.data(), k.u.data(),
-         false);
-    k.act.resize(k.u.size());
-    for (size_t i = 0; i < k.u.size(); ++i)
-      k.act[i] = gelu(k.u[i]);
-    x = k.x1;
-    gemm(false, false, T, H, F, k.act.data(), m.w2->value.data(), x.data(),
-         true);
+    parts::postForward(m.c, m.post, k.post, k.xPrev.data(), k.attn.data(),
+                       x.data());
   }
   if (!m.last) {
-    // Pre-attention part of this layer.
-    k.x = x;
-    k.xhat1.resize(x.size());
-    k.inv1.resize(T);
-    k.h1.resize(x.size());
-    rmsForward(T, H, k.x.data(), m.g1->value.data(), k.h1.data(),
-               k.xhat1.data(), k.inv1.data());
-    gemm(false, false, T, 3 * H, H, k.h1.data(), m.wqkv->value.data(), qkvOut,
-         false);
+    parts::preForward(m.c, m.pre, k.pre, x.data(), qkvOut);
     std::copy(x.begin(), x.end(), residualOut);
     return;
   }
-  m.losses[mb] = ends::headForward(m.c, m.step, mb, *m.gf, *m.head,
-                                   x.data(), k.head);
+  m.losses[mb] = parts::headForward(m.c, m.step, mb, *m.gf, *m.head, x.data(),
+                                    k.head);
 }
 
 void HelixBlock::backwardInput(int mb, const float *residualGrad,
                                const float *qkvGrad, float *residualInGrad,
                                float *attentionInGrad) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
+  const int T = m.c.tokens(), H = m.c.hidden;
   Kept &k = m.kept.at(mb);
   if (m.recompute) {
     // The same forward again from the kept inputs, outputs discarded.
@@ -173,64 +150,32 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
   }
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
-    ends::headBackwardInput(m.c, *m.gf, *m.head, k.head, dx.data());
+    parts::headBackwardInput(m.c, *m.gf, *m.head, k.head, dx.data());
   } else {
     std::copy(residualGrad, residualGrad + dx.size(), dx.begin());
-    k.dqkv.assign(qkvGrad, qkvGrad + static_cast<size_t>(T) * 3 * H);
-    k.dh1.resize(dx.size());
-    gemm(false, true, T, H, 3 * H, k.dqkv.data(), m.wqkv->value.data(),
-         k.dh1.data(), false);
-    rmsBackwardInput(T, H, k.dh1.data(), m.g1->value.data(), k.xhat1.data(),
-                     k.inv1.data(), dx.data(), true);
+    parts::preBackwardInput(m.c, m.pre, k.pre, qkvGrad, dx.data());
   }
   if (m.first) {
     k.embed.dEmbedded = dx;
     return;
   }
-  // Post-attention part of the layer below.
-  k.dy2 = dx;
-  Vec dact(static_cast<size_t>(T) * F);
-  gemm(false, true, T, F, H, k.dy2.data(), m.w2->value.data(), dact.data(),
-       false);
-  k.du.resize(dact.size());
-  for (size_t i = 0; i < dact.size(); ++i)
-    k.du[i] = dact[i] * geluGrad(k.u[i]);
-  k.dh2.resize(dx.size());
-  gemm(false, true, T, H, F, k.du.data(), m.w1->value.data(), k.dh2.data(),
-       false);
-  Vec dx1(k.dy2);
-  rmsBackwardInput(T, H, k.dh2.data(), m.g2->value.data(), k.xhat2.data(),
-                   k.inv2.data(), dx1.data(), true);
-  k.dy1 = dx1;
-  std::copy(dx1.begin(), dx1.end(), residualInGrad);
-  gemm(false, true, T, H, H, k.dy1.data(), m.wo->value.data(), attentionInGrad,
-       false);
+  parts::postBackwardInput(m.c, m.post, k.post, dx.data(), residualInGrad,
+                           attentionInGrad);
 }
 
 void HelixBlock::backwardWeight(int mb) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden, F = m.c.ffn();
   auto it = m.kept.find(mb);
   assert(it != m.kept.end() && "W before F");
   Kept &k = it->second;
   if (m.last)
-    ends::headBackwardWeight(m.c, k.head, *m.gf, *m.head);
-  if (!m.first) {
-    gemm(true, false, F, H, T, k.act.data(), k.dy2.data(), m.w2->grad.data(),
-         true);
-    gemm(true, false, H, F, T, k.h2.data(), k.du.data(), m.w1->grad.data(),
-         true);
-    rmsBackwardWeight(T, H, k.dh2.data(), k.xhat2.data(), m.g2->grad.data());
-    gemm(true, false, H, H, T, k.attn.data(), k.dy1.data(), m.wo->grad.data(),
-         true);
-  }
-  if (!m.last) {
-    gemm(true, false, H, 3 * H, T, k.h1.data(), k.dqkv.data(),
-         m.wqkv->grad.data(), true);
-    rmsBackwardWeight(T, H, k.dh1.data(), k.xhat1.data(), m.g1->grad.data());
-  }
+    parts::headBackwardWeight(m.c, k.head, *m.gf, *m.head);
+  if (!m.first)
+    parts::postBackwardWeight(m.c, m.post, k.post, k.attn.data());
+  if (!m.last)
+    parts::preBackwardWeight(m.c, m.pre, k.pre);
   if (m.first)
-    ends::embedBackwardWeight(m.c, k.embed, *m.embedding, *m.position);
+    parts::embedBackwardWeight(m.c, k.embed, *m.embedding, *m.position);
   m.kept.erase(it);
 }
 

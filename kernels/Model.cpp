@@ -10,7 +10,7 @@
 
 #include "kernels/Model.h"
 
-#include "kernels/ModelEnds.h"
+#include "kernels/ModelParts.h"
 #include "kernels/Ops.h"
 
 #include <fmt/format.h>
@@ -55,20 +55,19 @@ using namespace stagecraft::kernels::ops;
 
 using Vec = std::vector<float>;
 
-struct BlockParams {
-  Parameter *g1, *wqkv, *wo, *g2, *w1, *w2;
-};
+using BlockParams = parts::LayerParams;
 
 /// What a block keeps between F, I and W for one microbatch.
 struct BlockStash {
-  Vec x, xhat1, inv1, h1, qkv, probs, attn, x1, xhat2, inv2, h2, u, act;
-  Vec dqkv, dy1, dh1, dh2, du, dy2;
+  parts::PreStash pre;
+  Vec qkv, probs, attn;
+  parts::PostStash post;
 };
 
 struct MicrobatchStash {
   std::vector<BlockStash> blocks;
-  ends::EmbedStash embed; // first stage
-  ends::HeadStash head;   // last stage
+  parts::EmbedStash embed; // first stage
+  parts::HeadStash head;   // last stage
 };
 } // namespace
 
@@ -234,87 +233,33 @@ void stagecraft::kernels::optimizerStep(std::vector<Parameter> &params,
 
 void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
                                const float *in, float *out) {
-  const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
-            B = c.batch, nh = c.heads;
-  s.x.assign(in, in + static_cast<size_t>(T) * H);
-  s.xhat1.resize(static_cast<size_t>(T) * H);
-  s.inv1.resize(T);
-  s.h1.resize(static_cast<size_t>(T) * H);
-  rmsForward(T, H, s.x.data(), w.g1->value.data(), s.h1.data(), s.xhat1.data(),
-             s.inv1.data());
+  const int T = c.tokens(), H = c.hidden;
   s.qkv.resize(static_cast<size_t>(T) * 3 * H);
-  gemm(false, false, T, 3 * H, H, s.h1.data(), w.wqkv->value.data(),
-       s.qkv.data(), false);
+  parts::preForward(c, w, s.pre, in, s.qkv.data());
   s.attn.resize(static_cast<size_t>(T) * H);
-  attentionForward(B, S, H, nh, s.qkv.data(), s.attn.data(), s.probs);
-  s.x1 = s.x;
-  gemm(false, false, T, H, H, s.attn.data(), w.wo->value.data(), s.x1.data(),
-       true);
-  s.xhat2.resize(static_cast<size_t>(T) * H);
-  s.inv2.resize(T);
-  s.h2.resize(static_cast<size_t>(T) * H);
-  rmsForward(T, H, s.x1.data(), w.g2->value.data(), s.h2.data(),
-             s.xhat2.data(), s.inv2.data());
-  s.u.resize(static_cast<size_t>(T) * F);
-  gemm(false, false, T, F, H, s.h2.data(), w.w1->value.data(), s.u.data(),
-       false);
-  s.act.resize(s.u.size());
-  for (size_t i = 0; i < s.u.size(); ++i)
-    s.act[i] = gelu(s.u[i]);
-  std::copy(s.x1.begin(), s.x1.end(), out);
-  gemm(false, false, T, H, F, s.act.data(), w.w2->value.data(), out, true);
+  attentionForward(c.batch, c.sequence, H, c.heads, s.qkv.data(),
+                   s.attn.data(), s.probs);
+  parts::postForward(c, w, s.post, s.pre.x.data(), s.attn.data(), out);
 }
 
 void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
                                      const float *dout, float *din) {
-  const int T = c.tokens(), H = c.hidden, F = c.ffn(), S = c.sequence,
-            B = c.batch, nh = c.heads;
-  // MLP: out = x1 + gelu(h2 W1) W2.
-  s.dy2.assign(dout, dout + static_cast<size_t>(T) * H);
-  Vec dact(static_cast<size_t>(T) * F);
-  gemm(false, true, T, F, H, s.dy2.data(), w.w2->value.data(), dact.data(),
-       false);
-  s.du.resize(dact.size());
-  for (size_t i = 0; i < dact.size(); ++i)
-    s.du[i] = dact[i] * geluGrad(s.u[i]);
-  s.dh2.resize(static_cast<size_t>(T) * H);
-  gemm(false, true, T, H, F, s.du.data(), w.w1->value.data(), s.dh2.data(),
-       false);
-  Vec dx1(s.dy2);
-  rmsBackwardInput(T, H, s.dh2.data(), w.g2->value.data(), s.xhat2.data(),
-                   s.inv2.data(), dx1.data(), true);
-  // Attention: x1 = x + attn Wo.
-  s.dy1 = dx1;
-  Vec dattn(static_cast<size_t>(T) * H);
-  gemm(false, true, T, H, H, s.dy1.data(), w.wo->value.data(), dattn.data(),
-       false);
-  s.dqkv.resize(static_cast<size_t>(T) * 3 * H);
-  attentionBackward(B, S, H, nh, s.qkv.data(), s.probs, dattn.data(),
-                    s.dqkv.data());
-  s.dh1.resize(static_cast<size_t>(T) * H);
-  gemm(false, true, T, H, 3 * H, s.dqkv.data(), w.wqkv->value.data(),
-       s.dh1.data(), false);
-  std::copy(dx1.begin(), dx1.end(), din);
-  rmsBackwardInput(T, H, s.dh1.data(), w.g1->value.data(), s.xhat1.data(),
-                   s.inv1.data(), din, true);
+  const int T = c.tokens(), H = c.hidden;
+  Vec dattn(static_cast<size_t>(T) * H), dqkv(static_cast<size_t>(T) * 3 * H);
+  parts::postBackwardInput(c, w, s.post, dout, din, dattn.data());
+  attentionBackward(c.batch, c.sequence, H, c.heads, s.qkv.data(), s.probs,
+                    dattn.data(), dqkv.data());
+  parts::preBackwardInput(c, w, s.pre, dqkv.data(), din);
   // What only F needed goes; W keeps its inputs and output gradients.
   Vec().swap(s.probs);
-  Vec().swap(s.u);
-  Vec().swap(s.x);
-  Vec().swap(s.x1);
+  Vec().swap(s.post.u);
+  Vec().swap(s.pre.x);
+  Vec().swap(s.post.x1);
 }
 
 void Stage::Impl::blockBackwardWeight(const BlockParams &w, BlockStash &s) {
-  const int T = c.tokens(), H = c.hidden, F = c.ffn();
-  gemm(true, false, F, H, T, s.act.data(), s.dy2.data(), w.w2->grad.data(),
-       true);
-  gemm(true, false, H, F, T, s.h2.data(), s.du.data(), w.w1->grad.data(), true);
-  rmsBackwardWeight(T, H, s.dh2.data(), s.xhat2.data(), w.g2->grad.data());
-  gemm(true, false, H, H, T, s.attn.data(), s.dy1.data(), w.wo->grad.data(),
-       true);
-  gemm(true, false, H, 3 * H, T, s.h1.data(), s.dqkv.data(),
-       w.wqkv->grad.data(), true);
-  rmsBackwardWeight(T, H, s.dh1.data(), s.xhat1.data(), w.g1->grad.data());
+  parts::postBackwardWeight(c, w, s.post, s.attn.data());
+  parts::preBackwardWeight(c, w, s.pre);
 }
 
 void Stage::forward(int mb, const float *input, float *output) {
@@ -324,7 +269,7 @@ void Stage::forward(int mb, const float *input, float *output) {
   st.blocks.assign(m.blocks.size(), BlockStash{});
   Vec x(static_cast<size_t>(T) * H);
   if (m.first) {
-    ends::embedForward(m.c, m.step, mb, *m.embedding, *m.position, st.embed,
+    parts::embedForward(m.c, m.step, mb, *m.embedding, *m.position, st.embed,
                        x.data());
   } else {
     std::copy(input, input + x.size(), x.begin());
@@ -338,7 +283,7 @@ void Stage::forward(int mb, const float *input, float *output) {
     std::copy(x.begin(), x.end(), output);
     return;
   }
-  m.losses[mb] = ends::headForward(m.c, m.step, mb, *m.gf, *m.head,
+  m.losses[mb] = parts::headForward(m.c, m.step, mb, *m.gf, *m.head,
                                    x.data(), st.head);
 }
 
@@ -348,7 +293,7 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   MicrobatchStash &st = m.stash.at(mb);
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
-    ends::headBackwardInput(m.c, *m.gf, *m.head, st.head, dx.data());
+    parts::headBackwardInput(m.c, *m.gf, *m.head, st.head, dx.data());
   } else {
     std::copy(outputGrad, outputGrad + dx.size(), dx.begin());
   }
@@ -369,11 +314,11 @@ void Stage::backwardWeight(int mb) {
   assert(it != m.stash.end() && "W before F");
   MicrobatchStash &st = it->second;
   if (m.last)
-    ends::headBackwardWeight(m.c, st.head, *m.gf, *m.head);
+    parts::headBackwardWeight(m.c, st.head, *m.gf, *m.head);
   for (size_t l = m.blocks.size(); l-- > 0;)
     m.blockBackwardWeight(m.blocks[l], st.blocks[l]);
   if (m.first)
-    ends::embedBackwardWeight(m.c, st.embed, *m.embedding, *m.position);
+    parts::embedBackwardWeight(m.c, st.embed, *m.embedding, *m.position);
   m.stash.erase(it);
 }
 
@@ -382,7 +327,7 @@ double Stage::loss(int mb) const {
   return it == impl->losses.end() ? 0.0 : it->second;
 }
 
-void ends::embedForward(const ModelConfig &c, int step, int mb,
+void parts::embedForward(const ModelConfig &c, int step, int mb,
                         const Parameter &embedding, const Parameter &position,
                         EmbedStash &stash, float *x) {
   const int T = c.tokens(), H = c.hidden;
@@ -398,7 +343,7 @@ void ends::embedForward(const ModelConfig &c, int step, int mb,
   }
 }
 
-void ends::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
+void parts::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
                                Parameter &embedding, Parameter &position) {
   const int T = c.tokens(), H = c.hidden;
   for (int t = 0; t < T; ++t) {
@@ -411,7 +356,7 @@ void ends::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
   }
 }
 
-double ends::headForward(const ModelConfig &c, int step, int mb,
+double parts::headForward(const ModelConfig &c, int step, int mb,
                          const Parameter &gf, const Parameter &head,
                          const float *x, HeadStash &stash) {
   using namespace ops;
@@ -446,7 +391,7 @@ double ends::headForward(const ModelConfig &c, int step, int mb,
   return loss / T;
 }
 
-void ends::headBackwardInput(const ModelConfig &c, const Parameter &gf,
+void parts::headBackwardInput(const ModelConfig &c, const Parameter &gf,
                              const Parameter &head, HeadStash &stash,
                              float *dx) {
   using namespace ops;
@@ -458,7 +403,7 @@ void ends::headBackwardInput(const ModelConfig &c, const Parameter &gf,
                    stash.invf.data(), dx, false);
 }
 
-void ends::headBackwardWeight(const ModelConfig &c, const HeadStash &stash,
+void parts::headBackwardWeight(const ModelConfig &c, const HeadStash &stash,
                               Parameter &gf, Parameter &head) {
   using namespace ops;
   const int T = c.tokens(), H = c.hidden, V = c.vocab;
@@ -466,4 +411,91 @@ void ends::headBackwardWeight(const ModelConfig &c, const HeadStash &stash,
        head.grad.data(), true);
   rmsBackwardWeight(T, H, stash.dhf.data(), stash.xhatf.data(),
                     gf.grad.data());
+}
+
+void parts::preForward(const ModelConfig &c, const LayerParams &w, PreStash &s,
+                       const float *x, float *qkv) {
+  const int T = c.tokens(), H = c.hidden;
+  s.x.assign(x, x + static_cast<size_t>(T) * H);
+  s.xhat1.resize(s.x.size());
+  s.inv1.resize(T);
+  s.h1.resize(s.x.size());
+  rmsForward(T, H, s.x.data(), w.g1->value.data(), s.h1.data(), s.xhat1.data(),
+             s.inv1.data());
+  gemm(false, false, T, 3 * H, H, s.h1.data(), w.wqkv->value.data(), qkv,
+       false);
+}
+
+void parts::preBackwardInput(const ModelConfig &c, const LayerParams &w,
+                             PreStash &s, const float *dqkv, float *dx) {
+  const int T = c.tokens(), H = c.hidden;
+  s.dqkv.assign(dqkv, dqkv + static_cast<size_t>(T) * 3 * H);
+  s.dh1.resize(static_cast<size_t>(T) * H);
+  gemm(false, true, T, H, 3 * H, s.dqkv.data(), w.wqkv->value.data(),
+       s.dh1.data(), false);
+  rmsBackwardInput(T, H, s.dh1.data(), w.g1->value.data(), s.xhat1.data(),
+                   s.inv1.data(), dx, true);
+}
+
+void parts::preBackwardWeight(const ModelConfig &c, const LayerParams &w,
+                              const PreStash &s) {
+  const int T = c.tokens(), H = c.hidden;
+  gemm(true, false, H, 3 * H, T, s.h1.data(), s.dqkv.data(),
+       w.wqkv->grad.data(), true);
+  rmsBackwardWeight(T, H, s.dh1.data(), s.xhat1.data(), w.g1->grad.data());
+}
+
+void parts::postForward(const ModelConfig &c, const LayerParams &w,
+                        PostStash &s, const float *residual, const float *attn,
+                        float *out) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn();
+  const size_t n = static_cast<size_t>(T) * H;
+  s.x1.assign(residual, residual + n);
+  gemm(false, false, T, H, H, attn, w.wo->value.data(), s.x1.data(), true);
+  s.xhat2.resize(n);
+  s.inv2.resize(T);
+  s.h2.resize(n);
+  rmsForward(T, H, s.x1.data(), w.g2->value.data(), s.h2.data(),
+             s.xhat2.data(), s.inv2.data());
+  s.u.resize(static_cast<size_t>(T) * F);
+  gemm(false, false, T, F, H, s.h2.data(), w.w1->value.data(), s.u.data(),
+       false);
+  s.act.resize(s.u.size());
+  for (size_t i = 0; i < s.u.size(); ++i)
+    s.act[i] = gelu(s.u[i]);
+  std::copy(s.x1.begin(), s.x1.end(), out);
+  gemm(false, false, T, H, F, s.act.data(), w.w2->value.data(), out, true);
+}
+
+void parts::postBackwardInput(const ModelConfig &c, const LayerParams &w,
+                              PostStash &s, const float *dout,
+                              float *dResidual, float *dAttn) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn();
+  // MLP: out = x1 + gelu(h2 W1) W2.
+  s.dy2.assign(dout, dout + static_cast<size_t>(T) * H);
+  Vec dact(static_cast<size_t>(T) * F);
+  gemm(false, true, T, F, H, s.dy2.data(), w.w2->value.data(), dact.data(),
+       false);
+  s.du.resize(dact.size());
+  for (size_t i = 0; i < dact.size(); ++i)
+    s.du[i] = dact[i] * geluGrad(s.u[i]);
+  s.dh2.resize(s.dy2.size());
+  gemm(false, true, T, H, F, s.du.data(), w.w1->value.data(), s.dh2.data(),
+       false);
+  s.dy1 = s.dy2;
+  rmsBackwardInput(T, H, s.dh2.data(), w.g2->value.data(), s.xhat2.data(),
+                   s.inv2.data(), s.dy1.data(), true);
+  // x1 = residual + attn Wo.
+  std::copy(s.dy1.begin(), s.dy1.end(), dResidual);
+  gemm(false, true, T, H, H, s.dy1.data(), w.wo->value.data(), dAttn, false);
+}
+
+void parts::postBackwardWeight(const ModelConfig &c, const LayerParams &w,
+                               const PostStash &s, const float *attn) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn();
+  gemm(true, false, F, H, T, s.act.data(), s.dy2.data(), w.w2->grad.data(),
+       true);
+  gemm(true, false, H, F, T, s.h2.data(), s.du.data(), w.w1->grad.data(), true);
+  rmsBackwardWeight(T, H, s.dh2.data(), s.xhat2.data(), w.g2->grad.data());
+  gemm(true, false, H, H, T, attn, s.dy1.data(), w.wo->grad.data(), true);
 }
