@@ -29,17 +29,19 @@ using namespace stagecraft::pipe;
 
 namespace {
 
-llvm::Error cudaFailure(int rank, const char *what, cudaError_t err) {
+/// "\p who: cuda: call: error", \p who naming the rank or the device.
+llvm::Error cudaFailure(const std::string &who, const char *what,
+                        cudaError_t err) {
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
-      fmt::format("rank {}: cuda: {}: {}", rank, what, cudaGetErrorString(err)));
+      fmt::format("{}: cuda: {}: {}", who, what, cudaGetErrorString(err)));
 }
 
-#define SC_CUDA(rank, call)                                                    \
+#define SC_CUDA(who, call)                                                     \
   do {                                                                         \
     cudaError_t scErr = (call);                                                \
     if (scErr != cudaSuccess)                                                  \
-      return cudaFailure(rank, #call, scErr);                                  \
+      return cudaFailure(who, #call, scErr);                                   \
   } while (false)
 
 /// A posted receive.
@@ -71,21 +73,23 @@ struct Shared {
   int waiting = 0;
 };
 
-/// SM clock cycles per second of the current device, measured.
-llvm::Expected<double> cyclesPerSecond(int rank) {
+/// SM clock cycles per second of \p device, measured.
+llvm::Expected<double> cyclesPerSecond(int device) {
+  const std::string who = fmt::format("device {}", device);
+  SC_CUDA(who, cudaSetDevice(device));
   cudaStream_t stream;
   cudaEvent_t a, b;
-  SC_CUDA(rank, cudaStreamCreate(&stream));
-  SC_CUDA(rank, cudaEventCreate(&a));
-  SC_CUDA(rank, cudaEventCreate(&b));
+  SC_CUDA(who, cudaStreamCreate(&stream));
+  SC_CUDA(who, cudaEventCreate(&a));
+  SC_CUDA(who, cudaEventCreate(&b));
   const long long cycles = 20'000'000;
-  SC_CUDA(rank, cuda::launchSpin(1000, stream)); // warm-up
-  SC_CUDA(rank, cudaEventRecord(a, stream));
-  SC_CUDA(rank, cuda::launchSpin(cycles, stream));
-  SC_CUDA(rank, cudaEventRecord(b, stream));
-  SC_CUDA(rank, cudaEventSynchronize(b));
+  SC_CUDA(who, cuda::launchSpin(1000, stream)); // warm-up
+  SC_CUDA(who, cudaEventRecord(a, stream));
+  SC_CUDA(who, cuda::launchSpin(cycles, stream));
+  SC_CUDA(who, cudaEventRecord(b, stream));
+  SC_CUDA(who, cudaEventSynchronize(b));
   float ms = 0;
-  SC_CUDA(rank, cudaEventElapsedTime(&ms, a, b));
+  SC_CUDA(who, cudaEventElapsedTime(&ms, a, b));
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaStreamDestroy(stream);
@@ -99,12 +103,15 @@ struct RankRun {
   Shared &shared;
   ProgressMonitor &monitor;
   const RunOptions &options;
+  /// SM clock cycles per second of the device.
+  double cycles;
+  /// "rank N", for messages.
+  std::string who = fmt::format("rank {}", rank);
 
   cudaStream_t compute = nullptr, comm = nullptr;
   std::vector<void *> slots;
   std::vector<cudaEvent_t> events; // every event this rank created
   std::vector<cudaEvent_t> sending; // per slot: its last send's completion
-  double cycles = 0.0;
 
   /// The instruction being run, for messages.
   size_t at = 0;
@@ -132,7 +139,7 @@ struct RankRun {
 
   llvm::Expected<cudaEvent_t> event(bool timing) {
     cudaEvent_t e;
-    SC_CUDA(rank, cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
+    SC_CUDA(who, cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
                                                       : cudaEventDisableTiming));
     events.push_back(e);
     return e;
@@ -157,8 +164,8 @@ struct RankRun {
     posted->slotFree = *free;
     // The slot is free once its readers and any send from it are done.
     if (sending[op.buffer.slot])
-      SC_CUDA(rank, cudaStreamWaitEvent(compute, sending[op.buffer.slot], 0));
-    SC_CUDA(rank, cudaEventRecord(posted->slotFree, compute));
+      SC_CUDA(who, cudaStreamWaitEvent(compute, sending[op.buffer.slot], 0));
+    SC_CUDA(who, cudaEventRecord(posted->slotFree, compute));
     Mailbox &box = shared.box(op.peer, rank);
     {
       std::lock_guard<std::mutex> lock(box.mutex);
@@ -175,7 +182,7 @@ struct RankRun {
                                  [&] { return posted.recorded; }))
       return err;
     lock.unlock();
-    SC_CUDA(rank, cudaStreamWaitEvent(compute, posted.done, 0));
+    SC_CUDA(who, cudaStreamWaitEvent(compute, posted.done, 0));
     return llvm::Error::success();
   }
 
@@ -203,13 +210,13 @@ struct RankRun {
     llvm::Expected<cudaEvent_t> done = event(false);
     if (!done)
       return done.takeError();
-    SC_CUDA(rank, cudaEventRecord(*ready, compute));
-    SC_CUDA(rank, cudaStreamWaitEvent(comm, *ready, 0));
-    SC_CUDA(rank, cudaStreamWaitEvent(comm, posted->slotFree, 0));
-    SC_CUDA(rank, cudaMemcpyPeerAsync(posted->dst, posted->device,
+    SC_CUDA(who, cudaEventRecord(*ready, compute));
+    SC_CUDA(who, cudaStreamWaitEvent(comm, *ready, 0));
+    SC_CUDA(who, cudaStreamWaitEvent(comm, posted->slotFree, 0));
+    SC_CUDA(who, cudaMemcpyPeerAsync(posted->dst, posted->device,
                                       slots[op.buffer.slot], device,
                                       posted->bytes, comm));
-    SC_CUDA(rank, cudaEventRecord(*done, comm));
+    SC_CUDA(who, cudaEventRecord(*done, comm));
     sending[op.buffer.slot] = *done;
     {
       std::lock_guard<std::mutex> lock(box.mutex);
@@ -221,17 +228,13 @@ struct RankRun {
   }
 
   llvm::Expected<RankResult> run() {
-    SC_CUDA(rank, cudaSetDevice(device));
-    llvm::Expected<double> rate = cyclesPerSecond(rank);
-    if (!rate)
-      return rate.takeError();
-    cycles = *rate;
-    SC_CUDA(rank, cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    SC_CUDA(rank, cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    SC_CUDA(who, cudaSetDevice(device));
+    SC_CUDA(who, cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    SC_CUDA(who, cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
     const sched::PlanRank &mine = plan.ranks[rank];
     for (int64_t bytes : mine.slotBytes) {
       void *p = nullptr;
-      SC_CUDA(rank, cudaMalloc(&p, std::max<int64_t>(bytes, 1)));
+      SC_CUDA(who, cudaMalloc(&p, std::max<int64_t>(bytes, 1)));
       slots.push_back(p);
     }
     sending.assign(slots.size(), nullptr);
@@ -252,7 +255,7 @@ struct RankRun {
       return origin.takeError();
     if (!end)
       return end.takeError();
-    SC_CUDA(rank, cudaDeviceSynchronize());
+    SC_CUDA(who, cudaDeviceSynchronize());
     {
       std::unique_lock<std::mutex> lock(shared.mutex);
       // At least: a failed rank releases the barrier by setting it full.
@@ -261,7 +264,7 @@ struct RankRun {
       else
         shared.arrived.wait(lock, [&] { return shared.waiting >= shared.ranks; });
     }
-    SC_CUDA(rank, cudaEventRecord(*origin, compute));
+    SC_CUDA(who, cudaEventRecord(*origin, compute));
 
     RankResult result;
     result.rank = rank;
@@ -274,16 +277,16 @@ struct RankRun {
       case sched::PlanOp::Kind::Compute: {
         for (const sched::SlotUse &w : op.writes)
           if (sending[w.slot])
-            SC_CUDA(rank, cudaStreamWaitEvent(compute, sending[w.slot], 0));
+            SC_CUDA(who, cudaStreamWaitEvent(compute, sending[w.slot], 0));
         auto [a, b] = timed[index];
-        SC_CUDA(rank, cudaEventRecord(a, compute));
+        SC_CUDA(who, cudaEventRecord(a, compute));
         long long n = static_cast<long long>(op.cost * options.exec.timeUnit *
                                              cycles);
         if (cudaError_t err = cuda::launchSpin(n, compute); err != cudaSuccess)
           return fail(fmt::format("cuda: {}: {}",
                                   describePlanAction(plan, op.action),
                                   cudaGetErrorString(err)));
-        SC_CUDA(rank, cudaEventRecord(b, compute));
+        SC_CUDA(who, cudaEventRecord(b, compute));
         ++index;
         break;
       }
@@ -327,19 +330,19 @@ struct RankRun {
     llvm::Expected<cudaEvent_t> commEnd = event(false);
     if (!commEnd)
       return commEnd.takeError();
-    SC_CUDA(rank, cudaEventRecord(*commEnd, comm));
-    SC_CUDA(rank, cudaStreamWaitEvent(compute, *commEnd, 0));
-    SC_CUDA(rank, cudaEventRecord(*end, compute));
+    SC_CUDA(who, cudaEventRecord(*commEnd, comm));
+    SC_CUDA(who, cudaStreamWaitEvent(compute, *commEnd, 0));
+    SC_CUDA(who, cudaEventRecord(*end, compute));
     // Wait for the device with the watchdog running: a receive whose send
     // never comes cannot happen here (the host saw every send recorded).
-    SC_CUDA(rank, cudaEventSynchronize(*end));
+    SC_CUDA(who, cudaEventSynchronize(*end));
     float ms = 0;
-    SC_CUDA(rank, cudaEventElapsedTime(&ms, *origin, *end));
+    SC_CUDA(who, cudaEventElapsedTime(&ms, *origin, *end));
     result.wall = ms * 1e-3;
     for (size_t k = 0; k < timed.size(); ++k) {
       float s = 0, e = 0;
-      SC_CUDA(rank, cudaEventElapsedTime(&s, *origin, timed[k].first));
-      SC_CUDA(rank, cudaEventElapsedTime(&e, *origin, timed[k].second));
+      SC_CUDA(who, cudaEventElapsedTime(&s, *origin, timed[k].first));
+      SC_CUDA(who, cudaEventElapsedTime(&e, *origin, timed[k].second));
       result.actions.push_back({static_cast<int>(k), s * 1e-3, e * 1e-3});
       result.busy += (e - s) * 1e-3;
     }
@@ -394,10 +397,19 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
         cudaGetLastError(); // already enabled is fine
       }
     }
+  // The spin kernel's clock, once per device in use.
+  std::vector<double> cycles;
+  for (int d = 0; d < std::min(p, devices); ++d) {
+    llvm::Expected<double> rate = cyclesPerSecond(d);
+    if (!rate)
+      return rate.takeError();
+    cycles.push_back(*rate);
+  }
   Shared shared(p);
   ProgressMonitor monitor(p, options.timeout);
   return runRankThreads(p, [&](int r) -> llvm::Expected<RankResult> {
-    RankRun run{plan, r, r % devices, shared, monitor, options};
+    RankRun run{plan, r, r % devices, shared, monitor, options,
+                cycles[r % devices]};
     llvm::Expected<RankResult> result = run.run();
     if (!result) {
       monitor.abort();
