@@ -40,14 +40,12 @@ llvm::Error ModelConfig::validate() const {
 
 int stagecraft::kernels::syntheticToken(const ModelConfig &c, int step, int mb,
                                         int t) {
-  uint64_t h = mix(c.seed ^ mix(step * 1000003ULL + mb * 7919ULL + t));
-  return static_cast<int>(h % static_cast<uint64_t>(c.vocab));
+  return device::syntheticToken(c.seed, c.vocab, step, mb, t);
 }
 
 int stagecraft::kernels::syntheticTarget(const ModelConfig &c, int step, int mb,
                                          int t) {
-  // A fixed map of the current token: learnable, so the loss goes down.
-  return (syntheticToken(c, step, mb, t) * 7 + 3) % c.vocab;
+  return device::syntheticTarget(c.seed, c.vocab, step, mb, t);
 }
 
 namespace {

@@ -74,14 +74,33 @@ public:
   virtual std::vector<Parameter> &parameters() = 0;
   /// Cross-entropy of microbatch \p mb (the piece with the loss only).
   virtual double loss(int mb) const = 0;
-  void zeroGrad();
-  void step(const OptimizerConfig &optimizer);
+  virtual void zeroGrad();
+  virtual void step(const OptimizerConfig &optimizer);
+  /// The first failure of the device the piece runs on, if any (host
+  /// pieces never fail).
+  virtual llvm::Error status() { return llvm::Error::success(); }
 
 private:
   int adamSteps = 0;
 };
 
-class Stage : public StageModel {
+/// A layer-wise stage: F, I and W on messages of tokens x hidden floats,
+/// in the memory the stage computes in (host, or the device's).
+class LayerStage : public StageModel {
+public:
+  /// F: \p input is the previous stage's output (tokens x hidden), null on
+  /// the first stage; \p output is written unless this is the last stage.
+  virtual void forward(int mb, const float *input, float *output) = 0;
+  /// I: \p outputGrad is the next stage's input gradient, null on the last
+  /// stage (the loss starts it); \p inputGrad is written unless first.
+  virtual void backwardInput(int mb, const float *outputGrad,
+                             float *inputGrad) = 0;
+  /// W: accumulates this microbatch's weight gradients.
+  virtual void backwardWeight(int mb) = 0;
+};
+
+/// The reference: on the host, GEMMs through OpenBLAS.
+class Stage : public LayerStage {
 public:
   /// Stage \p index of \p numStages, holding global layers
   /// [firstLayer, firstLayer + layers).
@@ -93,14 +112,10 @@ public:
 
   /// The step whose data the first stage embeds.
   void setStep(int step) override;
-  /// F: \p input is the previous stage's output (tokens x hidden), null on
-  /// the first stage; \p output is written unless this is the last stage.
-  void forward(int mb, const float *input, float *output);
-  /// I: \p outputGrad is the next stage's input gradient, null on the last
-  /// stage (the loss starts it); \p inputGrad is written unless first.
-  void backwardInput(int mb, const float *outputGrad, float *inputGrad);
-  /// W: accumulates this microbatch's weight gradients.
-  void backwardWeight(int mb);
+  void forward(int mb, const float *input, float *output) override;
+  void backwardInput(int mb, const float *outputGrad,
+                     float *inputGrad) override;
+  void backwardWeight(int mb) override;
   /// Cross-entropy of microbatch \p mb (last stage, after its forward).
   double loss(int mb) const override;
 

@@ -2,13 +2,17 @@
 //
 // Shared by the layer-wise model (Model.cpp) and the model cut at the
 // attention boundary (HelixModel.cpp): GEMM through OpenBLAS, RMSNorm,
-// GELU, causal multi-head attention, deterministic initialization. Row-major
+// GELU, causal multi-head attention, deterministic initialization. The
+// row-wise pieces are the device model's bodies (device/Bodies.h) run as
+// loops, so both compute them alike. Row-major
 // matrices throughout.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef STAGECRAFT_KERNELS_OPS_H
 #define STAGECRAFT_KERNELS_OPS_H
+
+#include "kernels/device/Bodies.h"
 
 #include <cblas.h>
 
@@ -19,13 +23,7 @@
 
 namespace stagecraft::kernels::ops {
 
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
+using device::mix;
 
 /// C (m x n) (+)= op(A) op(B) with A m x k, B k x n after the ops.
 inline void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
@@ -43,64 +41,33 @@ inline void initUniform(std::vector<float> &w, uint64_t seed, float scale) {
   }
 }
 
-constexpr float kEps = 1e-5f;
+using device::gelu;
+using device::geluGrad;
+using device::kEps;
 
 /// y = x / rms(x) * g per row; keeps xhat and 1/rms.
-inline void rmsForward(int rows, int cols, const float *x, const float *g, float *y,
-                float *xhat, float *inv) {
-  for (int r = 0; r < rows; ++r) {
-    const float *xr = x + static_cast<size_t>(r) * cols;
-    double ss = 0;
-    for (int c = 0; c < cols; ++c)
-      ss += static_cast<double>(xr[c]) * xr[c];
-    float iv = 1.0f / std::sqrt(static_cast<float>(ss / cols) + kEps);
-    inv[r] = iv;
-    for (int c = 0; c < cols; ++c) {
-      float xh = xr[c] * iv;
-      xhat[static_cast<size_t>(r) * cols + c] = xh;
-      y[static_cast<size_t>(r) * cols + c] = xh * g[c];
-    }
-  }
+inline void rmsForward(int rows, int cols, const float *x, const float *g,
+                       float *y, float *xhat, float *inv) {
+  device::RmsForward body{cols, x, g, y, xhat, inv};
+  for (int r = 0; r < rows; ++r)
+    body(r);
 }
 
 /// dx (+)= input gradient of RMSNorm given dy.
-inline void rmsBackwardInput(int rows, int cols, const float *dy, const float *g,
-                      const float *xhat, const float *inv, float *dx,
-                      bool accumulate) {
-  for (int r = 0; r < rows; ++r) {
-    size_t o = static_cast<size_t>(r) * cols;
-    double dot = 0;
-    for (int c = 0; c < cols; ++c)
-      dot += static_cast<double>(dy[o + c]) * g[c] * xhat[o + c];
-    float mean = static_cast<float>(dot / cols);
-    for (int c = 0; c < cols; ++c) {
-      float v = inv[r] * (dy[o + c] * g[c] - xhat[o + c] * mean);
-      dx[o + c] = accumulate ? dx[o + c] + v : v;
-    }
-  }
-}
-
-inline void rmsBackwardWeight(int rows, int cols, const float *dy, const float *xhat,
-                       float *dg) {
+inline void rmsBackwardInput(int rows, int cols, const float *dy,
+                             const float *g, const float *xhat,
+                             const float *inv, float *dx, bool accumulate) {
+  device::RmsBackwardInput body{cols, dy, g, xhat, inv, dx, accumulate};
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      dg[c] += dy[static_cast<size_t>(r) * cols + c] *
-               xhat[static_cast<size_t>(r) * cols + c];
+    body(r);
 }
 
-inline float gelu(float u) {
-  const float k = 0.7978845608f;
-  return 0.5f * u * (1.0f + std::tanh(k * (u + 0.044715f * u * u * u)));
+inline void rmsBackwardWeight(int rows, int cols, const float *dy,
+                              const float *xhat, float *dg) {
+  device::RmsBackwardWeight body{rows, cols, dy, xhat, dg};
+  for (int c = 0; c < cols; ++c)
+    body(c);
 }
-
-inline float geluGrad(float u) {
-  const float k = 0.7978845608f;
-  float inner = k * (u + 0.044715f * u * u * u);
-  float t = std::tanh(inner);
-  return 0.5f * (1.0f + t) +
-         0.5f * u * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * u * u);
-}
-
 
 /// Causal attention of \p qkv (tokens x 3H: Q, K, V per row) into \p out
 /// (tokens x H, zeroed here), keeping the softmax in \p probs.
