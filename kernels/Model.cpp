@@ -140,6 +140,19 @@ Stage::~Stage() = default;
 Stage::Stage(Stage &&) noexcept = default;
 Stage &Stage::operator=(Stage &&) noexcept = default;
 
+StageFactory stagecraft::kernels::hostStages() {
+  StageFactory f;
+  f.make = [](const ModelConfig &c, int index, int numStages, int firstLayer,
+              int layers) -> llvm::Expected<std::unique_ptr<LayerStage>> {
+    return std::make_unique<Stage>(c, index, numStages, firstLayer, layers);
+  };
+  f.allocate = [](size_t bytes) { return new float[(bytes + 3) / 4](); };
+  f.release = [](float *p) { delete[] p; };
+  f.synchronize = [] {};
+  f.where = "host";
+  return f;
+}
+
 void Stage::setStep(int step) { impl->step = step; }
 
 std::vector<Parameter> &Stage::parameters() { return impl->params; }

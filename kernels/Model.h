@@ -18,6 +18,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -126,6 +127,25 @@ public:
 private:
   std::unique_ptr<Impl> impl;
 };
+
+/// Makes layer-wise stages in some memory: the host's (the reference) or a
+/// device's, with message buffers there and a way to wait for queued work.
+struct StageFactory {
+  std::function<llvm::Expected<std::unique_ptr<LayerStage>>(
+      const ModelConfig &, int index, int numStages, int firstLayer,
+      int layers)>
+      make;
+  /// A buffer of \p bytes where the stages read and write messages.
+  std::function<float *(size_t bytes)> allocate;
+  std::function<void(float *)> release;
+  /// Waits for everything the stages have queued (nothing on the host).
+  std::function<void()> synchronize;
+  /// "host" or "cuda device N", for messages.
+  std::string where;
+};
+
+/// The reference stages (kernels::Stage) on the host.
+StageFactory hostStages();
 
 /// The token and target of position \p t of microbatch \p mb in \p step.
 int syntheticToken(const ModelConfig &config, int step, int mb, int t);

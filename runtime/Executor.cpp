@@ -41,17 +41,15 @@ std::string stagecraft::runtime::describePlanAction(const sched::Plan &plan,
   return text;
 }
 
-/// Training payloads start here; tags sit at the start and the end.
-static constexpr size_t kPayloadOffset = 64;
-
 int64_t stagecraft::runtime::trainingMessageBytes(
     const kernels::ModelConfig &model) {
-  return 3 * model.messageBytes() + 2 * kPayloadOffset;
+  return 3 * model.messageBytes() + 2 * kTrainingPayloadOffset;
 }
 
 llvm::Expected<RankModels>
 stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
-                                 const TrainOptions &train) {
+                                 const TrainOptions &train,
+                                 const kernels::StageFactory &where) {
   if (llvm::Error err = train.model.validate())
     return std::move(err);
   // Ranks are threads or processes already; BLAS threads would only contend.
@@ -62,6 +60,12 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                          true) != plan.stageAttention.end();
   if (helix) {
     // Block j of L + 1 blocks, an attention after every block but the last.
+    if (where.where != "host")
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("training a helix plan runs on the host only (local or "
+                      "mpi), not on {}",
+                      where.where));
     for (int s = 0; s + 1 < n; ++s)
       if (!plan.stageAttention[s])
         return llvm::createStringError(
@@ -90,10 +94,12 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                       "count of every stage",
                       plan.stageNames[s]));
     if (rank < 0 || plan.placement[s] == rank) {
-      auto stage =
-          std::make_unique<kernels::Stage>(train.model, s, n, first, layers);
-      models.stages[s] = stage.get();
-      models.all.emplace_back(s, std::move(stage));
+      llvm::Expected<std::unique_ptr<kernels::LayerStage>> stage =
+          where.make(train.model, s, n, first, layers);
+      if (!stage)
+        return stage.takeError();
+      models.stages[s] = stage->get();
+      models.all.emplace_back(s, std::move(*stage));
     }
     first += layers;
   }
@@ -156,6 +162,78 @@ llvm::Error stagecraft::runtime::trainSteps(
   return dumpAll(train.dumpWeights, false);
 }
 
+llvm::Error stagecraft::runtime::checkTrainingBuffers(
+    const sched::Plan &plan, int rank, const kernels::ModelConfig &model) {
+  for (const sched::PlanOp &op : plan.ranks[rank].ops)
+    if (op.kind == sched::PlanOp::Kind::Send ||
+        op.kind == sched::PlanOp::Kind::Recv)
+      if (op.buffer.bytes < trainingMessageBytes(model))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("a {}-byte message buffer cannot hold the model's "
+                        "largest message ({} bytes of Q, K and V); build the "
+                        "plan with --pipe-to-plan --message-bytes={}",
+                        op.buffer.bytes, 3 * model.messageBytes(),
+                        trainingMessageBytes(model)));
+  return llvm::Error::success();
+}
+
+/// The message of \p kind produced by \p stage among \p uses, or null.
+static float *
+findMessage(const std::vector<sched::SlotUse> &uses, sched::BufferKind kind,
+            int stage,
+            llvm::function_ref<float *(const sched::SlotUse &)> payload) {
+  for (const sched::SlotUse &u : uses)
+    if ((u.tag >> 56) == static_cast<uint64_t>(kind) + 1 &&
+        ((u.tag >> 28) & ((1u << 28) - 1)) == static_cast<uint64_t>(stage))
+      return payload(u);
+  return nullptr;
+}
+
+llvm::Error stagecraft::runtime::runLayerCompute(
+    const sched::PlanOp &op, RankModels &models,
+    llvm::function_ref<float *(const sched::SlotUse &)> payload) {
+  using BK = sched::BufferKind;
+  const sched::Action &a = op.action;
+  auto stage = [&](int s) -> kernels::LayerStage & {
+    return *models.stages.at(s);
+  };
+  auto forward = [&](int s, int mb) {
+    stage(s).forward(mb, findMessage(op.reads, BK::Activation, s - 1, payload),
+                     findMessage(op.writes, BK::Activation, s, payload));
+  };
+  auto input = [&](int s, int mb) {
+    stage(s).backwardInput(mb,
+                           findMessage(op.reads, BK::Gradient, s + 1, payload),
+                           findMessage(op.writes, BK::Gradient, s, payload));
+  };
+  switch (a.kind) {
+  case sched::ActionKind::Forward:
+    forward(a.stage, a.microbatch);
+    break;
+  case sched::ActionKind::BackwardInput:
+    input(a.stage, a.microbatch);
+    break;
+  case sched::ActionKind::BackwardWeight:
+    stage(a.stage).backwardWeight(a.microbatch);
+    break;
+  case sched::ActionKind::Backward:
+    input(a.stage, a.microbatch);
+    stage(a.stage).backwardWeight(a.microbatch);
+    break;
+  case sched::ActionKind::ForwardBackward:
+    forward(a.stage, a.microbatch);
+    input(a.backwardStage, a.backwardMicrobatch);
+    stage(a.backwardStage).backwardWeight(a.backwardMicrobatch);
+    break;
+  case sched::ActionKind::AttentionForward:
+  case sched::ActionKind::AttentionBackward:
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "attention tasks need a helix plan");
+  }
+  return llvm::Error::success();
+}
+
 namespace {
 class RankRunner {
 public:
@@ -192,7 +270,7 @@ private:
       std::memcpy(buf + off, &tag, 8);
   }
   float *payload(const sched::SlotUse &use) {
-    return reinterpret_cast<float *>(slots[use.slot].data() + kPayloadOffset);
+    return reinterpret_cast<float *>(slots[use.slot].data() + kTrainingPayloadOffset);
   }
   /// The reference model's step for one compute.
   llvm::Error train(size_t at, const sched::PlanOp &op);
@@ -311,17 +389,8 @@ llvm::Expected<RankResult> RankRunner::run() {
       return std::move(err);
   } else {
     const TrainOptions &train = *options.train;
-    for (const sched::PlanOp &op : ops)
-      if (op.kind == sched::PlanOp::Kind::Send ||
-          op.kind == sched::PlanOp::Kind::Recv)
-        if (op.buffer.bytes < trainingMessageBytes(train.model))
-          return fail(0, fmt::format(
-                             "a {}-byte message buffer cannot hold the "
-                             "model's largest message ({} bytes of Q, K and "
-                             "V); build the plan with --pipe-to-plan "
-                             "--message-bytes={}",
-                             op.buffer.bytes, 3 * train.model.messageBytes(),
-                             trainingMessageBytes(train.model)));
+    if (llvm::Error err = checkTrainingBuffers(plan, rank, train.model))
+      return fail(0, llvm::toString(std::move(err)));
     llvm::Expected<RankModels> built = buildStages(plan, rank, train);
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
@@ -340,13 +409,10 @@ llvm::Expected<RankResult> RankRunner::run() {
 
 llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
   // Inputs and outputs by what their tags hold.
-  auto find = [&](const std::vector<sched::SlotUse> &uses, sched::BufferKind kind,
-                  int stage) -> float * {
-    for (const sched::SlotUse &u : uses)
-      if ((u.tag >> 56) == static_cast<uint64_t>(kind) + 1 &&
-          ((u.tag >> 28) & ((1u << 28) - 1)) == static_cast<uint64_t>(stage))
-        return payload(u);
-    return nullptr;
+  auto payloadOf = [&](const sched::SlotUse &u) { return payload(u); };
+  auto find = [&](const std::vector<sched::SlotUse> &uses,
+                  sched::BufferKind kind, int stage) {
+    return findMessage(uses, kind, stage, payloadOf);
   };
   const sched::Action &a = op.action;
   using BK = sched::BufferKind;
@@ -394,38 +460,8 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
     }
     return llvm::Error::success();
   }
-  auto forward = [&](int s, int mb) {
-    models.stages.at(s)->forward(mb, find(op.reads, BK::Activation, s - 1),
-                                 find(op.writes, BK::Activation, s));
-  };
-  auto input = [&](int s, int mb) {
-    models.stages.at(s)->backwardInput(mb, find(op.reads, BK::Gradient, s + 1),
-                                       find(op.writes, BK::Gradient, s));
-  };
-  switch (a.kind) {
-  case sched::ActionKind::Forward:
-    forward(a.stage, a.microbatch);
-    break;
-  case sched::ActionKind::BackwardInput:
-    input(a.stage, a.microbatch);
-    break;
-  case sched::ActionKind::BackwardWeight:
-    models.stages.at(a.stage)->backwardWeight(a.microbatch);
-    break;
-  case sched::ActionKind::Backward:
-    input(a.stage, a.microbatch);
-    models.stages.at(a.stage)->backwardWeight(a.microbatch);
-    break;
-  case sched::ActionKind::ForwardBackward:
-    forward(a.stage, a.microbatch);
-    input(a.backwardStage, a.backwardMicrobatch);
-    models.stages.at(a.backwardStage)->backwardWeight(a.backwardMicrobatch);
-    break;
-  case sched::ActionKind::AttentionForward:
-  case sched::ActionKind::AttentionBackward:
-    return fail(at, "attention tasks need a helix plan");
-  }
-  (void)at;
+  if (llvm::Error err = runLayerCompute(op, models, payloadOf))
+    return fail(at, llvm::toString(std::move(err)));
   return llvm::Error::success();
 }
 

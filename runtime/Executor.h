@@ -75,13 +75,30 @@ int64_t trainingMessageBytes(const kernels::ModelConfig &model);
 /// HelixPipe plan (attention after the stages), a HelixBlock.
 struct RankModels {
   std::vector<std::pair<int, std::unique_ptr<kernels::StageModel>>> all;
-  std::map<int, kernels::Stage *> stages;
+  std::map<int, kernels::LayerStage *> stages;
   std::map<int, kernels::HelixBlock *> blocks;
 };
 
-/// Builds the models of \p rank's stages (all stages when \p rank < 0).
-llvm::Expected<RankModels> buildStages(const sched::Plan &plan, int rank,
-                                       const TrainOptions &train);
+/// Builds the models of \p rank's stages (all stages when \p rank < 0),
+/// layer-wise stages by \p where (helix blocks are host only).
+llvm::Expected<RankModels>
+buildStages(const sched::Plan &plan, int rank, const TrainOptions &train,
+            const kernels::StageFactory &where = kernels::hostStages());
+
+/// Where a training message starts in its slot (tags may sit before it).
+constexpr size_t kTrainingPayloadOffset = 64;
+
+/// Fails unless every message buffer of \p rank holds the model's largest
+/// message, saying how to build a plan whose buffers do.
+llvm::Error checkTrainingBuffers(const sched::Plan &plan, int rank,
+                                 const kernels::ModelConfig &model);
+
+/// Runs the compute \p op of a layer-wise plan on \p models, reading and
+/// writing the messages \p payload locates (by the buffers' tags). Fails
+/// for attention tasks, which need helix blocks.
+llvm::Error runLayerCompute(const sched::PlanOp &op, RankModels &models,
+                            llvm::function_ref<float *(const sched::SlotUse &)>
+                                payload);
 
 /// The training loop around one pass over the microbatches: per step, sets
 /// the step and clears gradients, runs \p pass, records the mean loss (when

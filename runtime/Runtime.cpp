@@ -36,7 +36,8 @@ static void finish(RunReport &report) {
 
 llvm::Expected<RunReport>
 stagecraft::runtime::runReference(const sched::Plan &plan,
-                                  const TrainOptions &train) {
+                                  const TrainOptions &train,
+                                  const kernels::StageFactory &where) {
   const int numStages = static_cast<int>(plan.stageNames.size());
   bool helix = std::find(plan.stageAttention.begin(), plan.stageAttention.end(),
                          true) != plan.stageAttention.end();
@@ -46,41 +47,54 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
     // stands for the last stage (it computes the loss).
     if (llvm::Error err = train.model.validate())
       return std::move(err);
-    auto whole = std::make_unique<kernels::Stage>(train.model, 0, 1, 0,
-                                                  numStages - 1);
-    models.stages[numStages - 1] = whole.get();
-    models.all.emplace_back(numStages - 1, std::move(whole));
+    llvm::Expected<std::unique_ptr<kernels::LayerStage>> whole =
+        where.make(train.model, 0, 1, 0, numStages - 1);
+    if (!whole)
+      return whole.takeError();
+    models.stages[numStages - 1] = whole->get();
+    models.all.emplace_back(numStages - 1, std::move(*whole));
   } else {
-    llvm::Expected<RankModels> built = buildStages(plan, -1, train);
+    llvm::Expected<RankModels> built = buildStages(plan, -1, train, where);
     if (!built)
       return built.takeError();
     models = std::move(*built);
   }
-  std::vector<kernels::Stage *> stages;
+  std::vector<kernels::LayerStage *> stages;
   for (auto &[index, stage] : models.stages)
     stages.push_back(stage);
   const int n = static_cast<int>(stages.size());
-  const int64_t floats = train.model.messageBytes() / 4;
-  std::vector<float> a(floats), b(floats);
+  // Two message buffers where the stages compute.
+  std::unique_ptr<float, std::function<void(float *)>> ma(
+      where.allocate(train.model.messageBytes()), where.release),
+      mb(where.allocate(train.model.messageBytes()), where.release);
+  if (!ma || !mb)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("cannot allocate message buffers on {}", where.where));
+  float *a = ma.get(), *b = mb.get();
   RunReport report;
   RankResult result;
   Clock::time_point start = Clock::now();
   auto pass = [&]() -> llvm::Error {
     for (int mb = 0; mb < plan.microbatches; ++mb) {
       for (int s = 0; s < n; ++s) {
-        stages[s]->forward(mb, s ? a.data() : nullptr, b.data());
+        stages[s]->forward(mb, s ? a : nullptr, b);
         std::swap(a, b);
       }
       for (int s = n - 1; s >= 0; --s) {
-        stages[s]->backwardInput(mb, s + 1 < n ? a.data() : nullptr, b.data());
+        stages[s]->backwardInput(mb, s + 1 < n ? a : nullptr, b);
         stages[s]->backwardWeight(mb);
         std::swap(a, b);
       }
     }
+    for (kernels::LayerStage *stage : stages)
+      if (llvm::Error err = stage->status())
+        return err;
     return llvm::Error::success();
   };
   if (llvm::Error err = trainSteps(plan, models, train, pass, result.losses))
     return std::move(err);
+  where.synchronize();
   result.wall = std::chrono::duration<double>(Clock::now() - start).count();
   result.busy = result.wall;
   report.ranks.push_back(std::move(result));

@@ -64,9 +64,11 @@ runRankThreads(int ranks,
 
 /// Training only: the sequential reference. All stages in one thread, the
 /// microbatches one after another (F through the stages, then I and W back),
-/// with the same data, optimizer and dumps as a pipelined run.
-llvm::Expected<RunReport> runReference(const sched::Plan &plan,
-                                       const TrainOptions &train);
+/// with the same data, optimizer and dumps as a pipelined run; layer-wise
+/// stages computing where \p where puts them (the host by default).
+llvm::Expected<RunReport>
+runReference(const sched::Plan &plan, const TrainOptions &train,
+             const kernels::StageFactory &where = kernels::hostStages());
 
 /// The table of measured against simulated figures.
 std::string formatRunReport(const sched::Plan &plan, const RunReport &report,
