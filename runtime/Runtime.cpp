@@ -166,6 +166,14 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
       executeRank(plan, rank, *comm, monitor, Clock::now(), options.exec);
   if (!result)
     return result.takeError();
+  return gatherMpiReport(std::move(*result));
+}
+
+RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  RankResult *result = &mine;
   // Gather: fixed figures, then the measured actions.
   double figures[5] = {result->busy, result->wall, result->waiting,
                        static_cast<double>(result->instructions),
@@ -173,13 +181,13 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
   std::vector<double> all(5 * size);
   MPI_Gather(figures, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0,
              MPI_COMM_WORLD);
-  std::vector<double> mine;
+  std::vector<double> measured;
   for (const MeasuredAction &a : result->actions) {
-    mine.push_back(a.index);
-    mine.push_back(a.start);
-    mine.push_back(a.end);
+    measured.push_back(a.index);
+    measured.push_back(a.start);
+    measured.push_back(a.end);
   }
-  int count = static_cast<int>(mine.size());
+  int count = static_cast<int>(measured.size());
   std::vector<int> counts(size), offsets(size, 0);
   MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   int total = 0;
@@ -188,7 +196,7 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
     total += counts[r];
   }
   std::vector<double> actions(rank == 0 ? total : 0);
-  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
+  MPI_Gatherv(measured.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
               offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<double> losses(result->losses.size(), 0.0);
   MPI_Reduce(result->losses.data(), losses.data(),

@@ -22,6 +22,10 @@ struct RunOptions {
   double timeout = 60.0;
   /// Where to write the Chrome trace; empty for none.
   std::string tracePath;
+  /// cuda backend in one process: "copy" (device-to-device and peer copies
+  /// ordered by events), "nccl" (NCCL send / receive, every rank on a GPU
+  /// of its own) or "auto" (nccl when ranks fit the GPUs and NCCL is built).
+  std::string cudaTransport = "auto";
 };
 
 struct RunReport {
@@ -42,17 +46,37 @@ llvm::Expected<RunReport> runLocal(const sched::Plan &plan,
 /// plan's ranks fails on every rank.
 llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
                                  const RunOptions &options);
+
+/// Every process's result gathered on rank 0 (collective): the whole
+/// report there, this process's own result elsewhere.
+RunReport gatherMpiReport(RankResult mine);
 #endif
 
 #ifdef STAGECRAFT_HAVE_CUDA
 /// Runs every rank as a thread of this process on the CUDA devices it sees,
 /// rank r on device r mod (device count), so ranks may share one GPU: per
 /// rank a compute and a communication stream, slots in device memory, the
-/// timed kernel as a spin kernel, transfers as device-to-device or peer
-/// copies ordered by CUDA events. Fails clearly without a device, and for
-/// training (not implemented on CUDA).
+/// timed kernel as a spin kernel or, when training, the device model
+/// (kernels/cuda), transfers as device-to-device or peer copies ordered by
+/// CUDA events. Fails clearly without a device.
 llvm::Expected<RunReport> runCuda(const sched::Plan &plan,
                                   const RunOptions &options);
+
+#if defined(STAGECRAFT_HAVE_MPI) && defined(STAGECRAFT_HAVE_NCCL)
+/// One rank per process under mpirun, on the GPU of its local rank: the
+/// same as runCuda, with transfers as ncclSend / ncclRecv (grouped ops in
+/// ncclGroupStart / End) over one communicator created at start from a
+/// unique id broadcast over MPI. The report is complete on rank 0.
+llvm::Expected<RunReport> runCudaMpi(const sched::Plan &plan,
+                                     const RunOptions &options);
+#endif
+
+/// Calls \p fn with layer-wise stages on CUDA device 0 issuing on a stream
+/// of their own (for the sequential reference and profiling on a GPU);
+/// fails clearly without a device.
+llvm::Error
+withCudaStages(llvm::function_ref<llvm::Error(const kernels::StageFactory &)>
+                   fn);
 #endif
 
 /// Runs \p rank(r) for every rank r in a thread of its own; the report of

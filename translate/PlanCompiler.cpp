@@ -85,7 +85,8 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
 
 llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
                                              const kernels::ModelConfig &config,
-                                             int steps, llvm::StringRef output) {
+                                             int steps, llvm::StringRef output,
+                                             const kernels::StageFactory &where) {
   auto fail = [&](const std::string &what) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path.str() + ": " + what);
@@ -105,7 +106,7 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
                              pipeline.getStages().end());
     kernels::ModelConfig c = config;
     c.microbatches = static_cast<int>(pipeline.getMicrobatches());
-    std::vector<kernels::Stage> stages;
+    std::vector<std::unique_ptr<kernels::LayerStage>> stages;
     int first = 0;
     for (size_t s = 0; s < ops.size(); ++s) {
       IntegerAttr layers = ops[s].getLayersAttr();
@@ -113,45 +114,60 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
         return fail(fmt::format("stage @{} has no layers(N); profiling needs "
                                 "the layer count of every stage",
                                 ops[s].getSymName().str()));
-      stages.emplace_back(c, static_cast<int>(s), static_cast<int>(ops.size()),
-                          first, static_cast<int>(layers.getInt()));
+      llvm::Expected<std::unique_ptr<kernels::LayerStage>> stage =
+          where.make(c, static_cast<int>(s), static_cast<int>(ops.size()),
+                     first, static_cast<int>(layers.getInt()));
+      if (!stage)
+        return stage.takeError();
+      stages.push_back(std::move(*stage));
       first += static_cast<int>(layers.getInt());
     }
     const size_t n = stages.size();
     std::vector<double> f(n, 0), i(n, 0), w(n, 0);
-    std::vector<float> a(c.messageBytes() / 4), b(a.size());
+    std::unique_ptr<float, std::function<void(float *)>> ma(
+        where.allocate(c.messageBytes()), where.release),
+        mb(where.allocate(c.messageBytes()), where.release);
+    if (!ma || !mb)
+      return fail("cannot allocate message buffers on " + where.where);
+    float *a = ma.get(), *b = mb.get();
     using Clock = std::chrono::steady_clock;
-    auto ms = [](Clock::time_point t0) {
+    // Device stages queue their work: each timing waits for it.
+    auto ms = [&](Clock::time_point t0) {
+      where.synchronize();
       return std::chrono::duration<double, std::milli>(Clock::now() - t0)
           .count();
     };
     for (int step = 0; step <= steps; ++step) {
       bool timed = step > 0; // the first step warms caches up
-      for (kernels::Stage &st : stages) {
-        st.setStep(step);
-        st.zeroGrad();
+      for (auto &st : stages) {
+        st->setStep(step);
+        st->zeroGrad();
       }
+      where.synchronize();
       for (int mb = 0; mb < c.microbatches; ++mb) {
         for (size_t s = 0; s < n; ++s) {
           auto t0 = Clock::now();
-          stages[s].forward(mb, s ? a.data() : nullptr, b.data());
+          stages[s]->forward(mb, s ? a : nullptr, b);
           if (timed)
             f[s] += ms(t0);
           std::swap(a, b);
         }
         for (size_t s = n; s-- > 0;) {
           auto t0 = Clock::now();
-          stages[s].backwardInput(mb, s + 1 < n ? a.data() : nullptr, b.data());
+          stages[s]->backwardInput(mb, s + 1 < n ? a : nullptr, b);
           if (timed)
             i[s] += ms(t0);
           t0 = Clock::now();
-          stages[s].backwardWeight(mb);
+          stages[s]->backwardWeight(mb);
           if (timed)
             w[s] += ms(t0);
           std::swap(a, b);
         }
       }
     }
+    for (auto &st : stages)
+      if (llvm::Error err = st->status())
+        return err;
     Builder builder(&context);
     double count = static_cast<double>(steps) * c.microbatches;
     for (size_t s = 0; s < n; ++s) {

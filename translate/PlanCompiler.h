@@ -37,12 +37,14 @@ llvm::Expected<sched::Plan> compileSpecFile(llvm::StringRef path,
 
 /// Measures F, I and W of every stage of the spec at \p path with the
 /// reference model (\p model sizes, \p steps timed steps after one warm-up
-/// step, sequentially on this thread) and writes the spec to \p output with
+/// step, sequentially on this thread, the stages computing where \p where
+/// puts them: the host, or a GPU) and writes the spec to \p output with
 /// each stage's `cost(...)` replaced by the measured milliseconds, so that
 /// `--pipe-schedule` (and `auto`) schedule from real costs.
-llvm::Error profileSpecFile(llvm::StringRef path,
-                            const kernels::ModelConfig &model, int steps,
-                            llvm::StringRef output);
+llvm::Error
+profileSpecFile(llvm::StringRef path, const kernels::ModelConfig &model,
+                int steps, llvm::StringRef output,
+                const kernels::StageFactory &where = kernels::hostStages());
 
 } // namespace stagecraft::pipe
 

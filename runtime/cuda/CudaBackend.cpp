@@ -18,10 +18,21 @@
 #include "runtime/Runtime.h"
 #include "runtime/cuda/Spin.h"
 
+#include "kernels/cuda/CudaStage.h"
+#include "llvm/ADT/ScopeExit.h"
+
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#ifdef STAGECRAFT_HAVE_NCCL
+#include <nccl.h>
+#endif
+#ifdef STAGECRAFT_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #include <condition_variable>
+#include <functional>
+#include <thread>
 #include <deque>
 
 using namespace stagecraft::runtime;
@@ -115,6 +126,122 @@ struct RankRun {
 
   /// The instruction being run, for messages.
   size_t at = 0;
+  /// Training: this rank's stages on the device, and per compute its
+  /// start and end events (all steps).
+  RankModels models;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timed;
+  /// Instead of the shared start barrier (one process per rank).
+  std::function<void()> barrier;
+#ifdef STAGECRAFT_HAVE_NCCL
+  /// Set: transfers go through NCCL on this communicator.
+  ncclComm_t nccl = nullptr;
+  /// Per NCCL transfer or group: its completion and what it was.
+  struct Issued {
+    cudaEvent_t done;
+    size_t at;
+    std::string what;
+  };
+  std::vector<Issued> issued;
+
+  llvm::Error ncclCheck(ncclResult_t r, const std::string &what) {
+    if (r == ncclSuccess)
+      return llvm::Error::success();
+    return fail(fmt::format("nccl: {}: {}", what, ncclGetErrorString(r)));
+  }
+
+  /// \p ops (one transfer, or a group's) on the communication stream with
+  /// NCCL: after the computes issued so far (a send's source is written, a
+  /// receive's destination no longer read; earlier sends from a slot are
+  /// ahead on the same stream), grouped when there are several. Later
+  /// computes wait for the receives, and writers of a sent slot for the
+  /// send.
+  llvm::Error ncclTransfer(const std::vector<const sched::PlanOp *> &ops) {
+    llvm::Expected<cudaEvent_t> ready = event(false), done = event(false);
+    if (!ready)
+      return ready.takeError();
+    if (!done)
+      return done.takeError();
+    SC_CUDA(who, cudaEventRecord(*ready, compute));
+    SC_CUDA(who, cudaStreamWaitEvent(comm, *ready, 0));
+    std::string what;
+    if (ops.size() > 1)
+      if (llvm::Error err = ncclCheck(ncclGroupStart(), "ncclGroupStart"))
+        return err;
+    bool receives = false;
+    for (const sched::PlanOp *op : ops) {
+      void *buf = slots[op->buffer.slot];
+      size_t bytes = static_cast<size_t>(op->buffer.bytes);
+      what += (what.empty() ? "" : ", ") + describe(*op);
+      ncclResult_t r =
+          op->kind == sched::PlanOp::Kind::Send
+              ? ncclSend(buf, bytes, ncclUint8, op->peer, nccl, comm)
+              : ncclRecv(buf, bytes, ncclUint8, op->peer, nccl, comm);
+      if (llvm::Error err = ncclCheck(r, describe(*op)))
+        return err;
+      receives |= op->kind == sched::PlanOp::Kind::Recv;
+    }
+    if (ops.size() > 1)
+      if (llvm::Error err = ncclCheck(ncclGroupEnd(), "ncclGroupEnd"))
+        return err;
+    SC_CUDA(who, cudaEventRecord(*done, comm));
+    for (const sched::PlanOp *op : ops)
+      if (op->kind == sched::PlanOp::Kind::Send)
+        sending[op->buffer.slot] = *done;
+    if (receives)
+      SC_CUDA(who, cudaStreamWaitEvent(compute, *done, 0));
+    issued.push_back({*done, at, what});
+    return llvm::Error::success();
+  }
+#endif
+
+  /// Waits for \p end on the device with the watchdog: with NCCL a
+  /// transfer whose peer never comes would wait forever, so past the
+  /// timeout this fails naming the first transfer that did not complete.
+  llvm::Error waitForDevice(cudaEvent_t end) {
+#ifdef STAGECRAFT_HAVE_NCCL
+    if (nccl) {
+      auto last = Clock::now();
+      size_t completed = 0;
+      while (true) {
+        cudaError_t q = cudaEventQuery(end);
+        if (q == cudaSuccess)
+          return llvm::Error::success();
+        if (q != cudaErrorNotReady)
+          return cudaFailure(who, "cudaEventQuery", q);
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(nccl, &async);
+        if (async != ncclSuccess && async != ncclInProgress)
+          return fail(fmt::format("nccl: {}", ncclGetErrorString(async)));
+        while (completed < issued.size() &&
+               cudaEventQuery(issued[completed].done) == cudaSuccess) {
+          ++completed;
+          last = Clock::now();
+        }
+        if (monitor.aborted()) {
+          ncclCommAbort(nccl);
+          nccl = nullptr;
+          return fail("stopped: another rank failed");
+        }
+        if (std::chrono::duration<double>(Clock::now() - last).count() >
+            options.timeout) {
+          ncclCommAbort(nccl);
+          nccl = nullptr;
+          if (completed < issued.size()) {
+            at = issued[completed].at;
+            return fail(fmt::format("{} did not complete within {} s (its "
+                                    "peer never matched it)",
+                                    issued[completed].what, options.timeout));
+          }
+          return fail(fmt::format("the device did not finish within {} s",
+                                  options.timeout));
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+#endif
+    SC_CUDA(who, cudaEventSynchronize(end));
+    return llvm::Error::success();
+  }
 
   llvm::Error fail(const std::string &what) {
     monitor.abort();
@@ -227,49 +354,33 @@ struct RankRun {
     return llvm::Error::success();
   }
 
-  llvm::Expected<RankResult> run() {
-    SC_CUDA(who, cudaSetDevice(device));
-    SC_CUDA(who, cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    SC_CUDA(who, cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
-    const sched::PlanRank &mine = plan.ranks[rank];
-    for (int64_t bytes : mine.slotBytes) {
-      void *p = nullptr;
-      SC_CUDA(who, cudaMalloc(&p, std::max<int64_t>(bytes, 1)));
-      slots.push_back(p);
+  /// The compute \p op: the spin kernel for its cost, or the model's F, I
+  /// or W on the slots' payloads.
+  llvm::Error computeOn(const sched::PlanOp &op) {
+    std::string what = describePlanAction(plan, op.action);
+    if (!options.exec.train) {
+      long long n = static_cast<long long>(op.cost * options.exec.timeUnit *
+                                           cycles);
+      if (cudaError_t err = cuda::launchSpin(n, compute); err != cudaSuccess)
+        return fail(fmt::format("cuda: {}: {}", what, cudaGetErrorString(err)));
+      return llvm::Error::success();
     }
-    sending.assign(slots.size(), nullptr);
-    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timed;
-    size_t computes = 0;
-    for (const sched::PlanOp &op : mine.ops)
-      computes += op.kind == sched::PlanOp::Kind::Compute;
-    for (size_t k = 0; k < computes; ++k) {
-      llvm::Expected<cudaEvent_t> a = event(true), b = event(true);
-      if (!a)
-        return a.takeError();
-      if (!b)
-        return b.takeError();
-      timed.emplace_back(*a, *b);
-    }
-    llvm::Expected<cudaEvent_t> origin = event(true), end = event(true);
-    if (!origin)
-      return origin.takeError();
-    if (!end)
-      return end.takeError();
-    SC_CUDA(who, cudaDeviceSynchronize());
-    {
-      std::unique_lock<std::mutex> lock(shared.mutex);
-      // At least: a failed rank releases the barrier by setting it full.
-      if (++shared.waiting >= shared.ranks)
-        shared.arrived.notify_all();
-      else
-        shared.arrived.wait(lock, [&] { return shared.waiting >= shared.ranks; });
-    }
-    SC_CUDA(who, cudaEventRecord(*origin, compute));
+    auto payload = [&](const sched::SlotUse &u) {
+      return reinterpret_cast<float *>(static_cast<char *>(slots[u.slot]) +
+                                       kTrainingPayloadOffset);
+    };
+    if (llvm::Error err = runLayerCompute(op, models, payload))
+      return fail(fmt::format("{}: {}", what, llvm::toString(std::move(err))));
+    for (auto &[index, stage] : models.all)
+      if (llvm::Error err = stage->status())
+        return fail(fmt::format("{}: {}", what, llvm::toString(std::move(err))));
+    return llvm::Error::success();
+  }
 
-    RankResult result;
-    result.rank = rank;
-    size_t index = 0;
-    for (; at < mine.ops.size(); ++at) {
+  /// One pass over the rank's instructions: computes, transfers, groups.
+  llvm::Error runOps(RankResult &result) {
+    const sched::PlanRank &mine = plan.ranks[rank];
+    for (at = 0; at < mine.ops.size(); ++at) {
       if (monitor.aborted())
         return fail("stopped: another rank failed");
       const sched::PlanOp &op = mine.ops[at];
@@ -278,31 +389,55 @@ struct RankRun {
         for (const sched::SlotUse &w : op.writes)
           if (sending[w.slot])
             SC_CUDA(who, cudaStreamWaitEvent(compute, sending[w.slot], 0));
-        auto [a, b] = timed[index];
-        SC_CUDA(who, cudaEventRecord(a, compute));
-        long long n = static_cast<long long>(op.cost * options.exec.timeUnit *
-                                             cycles);
-        if (cudaError_t err = cuda::launchSpin(n, compute); err != cudaSuccess)
-          return fail(fmt::format("cuda: {}: {}",
-                                  describePlanAction(plan, op.action),
-                                  cudaGetErrorString(err)));
-        SC_CUDA(who, cudaEventRecord(b, compute));
-        ++index;
+        llvm::Expected<cudaEvent_t> a = event(true), b = event(true);
+        if (!a)
+          return a.takeError();
+        if (!b)
+          return b.takeError();
+        timed.emplace_back(*a, *b);
+        SC_CUDA(who, cudaEventRecord(*a, compute));
+        if (llvm::Error err = computeOn(op))
+          return err;
+        SC_CUDA(who, cudaEventRecord(*b, compute));
         break;
       }
       case sched::PlanOp::Kind::Recv: {
+#ifdef STAGECRAFT_HAVE_NCCL
+        if (nccl) {
+          if (llvm::Error err = ncclTransfer({&op}))
+            return err;
+          break;
+        }
+#endif
         auto posted = post(op);
         if (!posted)
           return posted.takeError();
         if (llvm::Error err = complete(op, **posted))
-          return std::move(err);
+          return err;
         break;
       }
       case sched::PlanOp::Kind::Send:
+#ifdef STAGECRAFT_HAVE_NCCL
+        if (nccl) {
+          if (llvm::Error err = ncclTransfer({&op}))
+            return err;
+          break;
+        }
+#endif
         if (llvm::Error err = send(op))
-          return std::move(err);
+          return err;
         break;
       case sched::PlanOp::Kind::Group: {
+#ifdef STAGECRAFT_HAVE_NCCL
+        if (nccl) {
+          std::vector<const sched::PlanOp *> inner;
+          for (const sched::PlanOp &o : op.ops)
+            inner.push_back(&o);
+          if (llvm::Error err = ncclTransfer(inner))
+            return err;
+          break;
+        }
+#endif
         std::vector<std::pair<const sched::PlanOp *, std::shared_ptr<Posted>>>
             receives;
         for (const sched::PlanOp &inner : op.ops)
@@ -315,10 +450,10 @@ struct RankRun {
         for (const sched::PlanOp &inner : op.ops)
           if (inner.kind == sched::PlanOp::Kind::Send)
             if (llvm::Error err = send(inner))
-              return std::move(err);
+              return err;
         for (auto &[inner, posted] : receives)
           if (llvm::Error err = complete(*inner, *posted))
-            return std::move(err);
+            return err;
         break;
       }
       case sched::PlanOp::Kind::Free:
@@ -327,23 +462,85 @@ struct RankRun {
       ++result.instructions;
       monitor.progress(rank);
     }
+    return llvm::Error::success();
+  }
+
+  llvm::Expected<RankResult> run() {
+    SC_CUDA(who, cudaSetDevice(device));
+    SC_CUDA(who, cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    SC_CUDA(who, cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    const sched::PlanRank &mine = plan.ranks[rank];
+    for (int64_t bytes : mine.slotBytes) {
+      void *p = nullptr;
+      SC_CUDA(who, cudaMalloc(&p, std::max<int64_t>(bytes, 1)));
+      slots.push_back(p);
+    }
+    sending.assign(slots.size(), nullptr);
+    if (const TrainOptions *train = options.exec.train) {
+      if (llvm::Error err = checkTrainingBuffers(plan, rank, train->model))
+        return fail(llvm::toString(std::move(err)));
+      // Slots start zeroed, so unused tag bytes are defined.
+      for (size_t k = 0; k < slots.size(); ++k)
+        SC_CUDA(who, cudaMemsetAsync(slots[k], 0,
+                                     std::max<int64_t>(mine.slotBytes[k], 1),
+                                     compute));
+      llvm::Expected<RankModels> built = buildStages(
+          plan, rank, *train, stagecraft::kernels::cuda::cudaStages(device, compute));
+      if (!built)
+        return fail(llvm::toString(built.takeError()));
+      models = std::move(*built);
+    }
+    llvm::Expected<cudaEvent_t> origin = event(true), end = event(true);
+    if (!origin)
+      return origin.takeError();
+    if (!end)
+      return end.takeError();
+    SC_CUDA(who, cudaDeviceSynchronize());
+    if (barrier) {
+      barrier();
+    } else {
+      std::unique_lock<std::mutex> lock(shared.mutex);
+      // At least: a failed rank releases the barrier by setting it full.
+      if (++shared.waiting >= shared.ranks)
+        shared.arrived.notify_all();
+      else
+        shared.arrived.wait(lock, [&] { return shared.waiting >= shared.ranks; });
+    }
+    SC_CUDA(who, cudaEventRecord(*origin, compute));
+
+    RankResult result;
+    result.rank = rank;
+    if (options.exec.train) {
+      if (llvm::Error err = trainSteps(
+              plan, models, *options.exec.train,
+              [&] { return runOps(result); }, result.losses))
+        return std::move(err);
+    } else if (llvm::Error err = runOps(result)) {
+      return std::move(err);
+    }
     llvm::Expected<cudaEvent_t> commEnd = event(false);
     if (!commEnd)
       return commEnd.takeError();
     SC_CUDA(who, cudaEventRecord(*commEnd, comm));
     SC_CUDA(who, cudaStreamWaitEvent(compute, *commEnd, 0));
     SC_CUDA(who, cudaEventRecord(*end, compute));
-    // Wait for the device with the watchdog running: a receive whose send
-    // never comes cannot happen here (the host saw every send recorded).
-    SC_CUDA(who, cudaEventSynchronize(*end));
+    // With copies, a receive whose send never comes cannot be waited for
+    // here (the host saw every send recorded); with NCCL it can.
+    if (llvm::Error err = waitForDevice(*end))
+      return err;
     float ms = 0;
     SC_CUDA(who, cudaEventElapsedTime(&ms, *origin, *end));
     result.wall = ms * 1e-3;
+    size_t perPass = 0;
+    for (const sched::PlanOp &op : mine.ops)
+      perPass += op.kind == sched::PlanOp::Kind::Compute;
     for (size_t k = 0; k < timed.size(); ++k) {
       float s = 0, e = 0;
       SC_CUDA(who, cudaEventElapsedTime(&s, *origin, timed[k].first));
       SC_CUDA(who, cudaEventElapsedTime(&e, *origin, timed[k].second));
-      result.actions.push_back({static_cast<int>(k), s * 1e-3, e * 1e-3});
+      // Positions among the computes of one pass, as the other backends.
+      result.actions.push_back(
+          {static_cast<int>(perPass ? k % perPass : k), s * 1e-3, e * 1e-3});
       result.busy += (e - s) * 1e-3;
     }
     result.waiting = std::max(0.0, result.wall - result.busy);
@@ -352,6 +549,7 @@ struct RankRun {
 
   ~RankRun() {
     cudaSetDevice(device);
+    models = RankModels(); // their device memory, while the streams exist
     if (compute)
       cudaStreamSynchronize(compute);
     if (comm)
@@ -369,13 +567,8 @@ struct RankRun {
 
 } // namespace
 
-llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
-                                                       const RunOptions &options) {
-  if (options.exec.train)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "the cuda backend runs the timed kernel only: training on CUDA is not "
-        "implemented yet (train with --backend=local or --backend=mpi)");
+/// The number of CUDA devices, or why there is none.
+static llvm::Expected<int> deviceCount() {
   int devices = 0;
   if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess)
     return llvm::createStringError(
@@ -385,6 +578,36 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
   if (devices < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no usable CUDA device");
+  return devices;
+}
+
+llvm::Error stagecraft::runtime::withCudaStages(
+    llvm::function_ref<llvm::Error(const kernels::StageFactory &)> fn) {
+  llvm::Expected<int> devices = deviceCount();
+  if (!devices)
+    return devices.takeError();
+  SC_CUDA("device 0", cudaSetDevice(0));
+  cudaStream_t stream;
+  SC_CUDA("device 0", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  llvm::Error err = fn(stagecraft::kernels::cuda::cudaStages(0, stream));
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  return err;
+}
+
+llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
+                                                       const RunOptions &options) {
+  // Options first: they fail the same with or without a GPU.
+  const std::string &transport = options.cudaTransport;
+  if (transport != "auto" && transport != "copy" && transport != "nccl")
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("unknown cuda transport '{}'; expected auto, copy or nccl",
+                    transport));
+  llvm::Expected<int> count = deviceCount();
+  if (!count)
+    return count.takeError();
+  const int devices = *count;
   const int p = plan.numRanks();
   // Peer access between the devices in use, where the hardware offers it
   // (cudaMemcpyPeerAsync stages through the host otherwise).
@@ -405,11 +628,50 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
       return rate.takeError();
     cycles.push_back(*rate);
   }
+  if (transport == "nccl" && p > devices)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("the nccl transport needs a GPU per rank: {} ranks, {} "
+                    "GPUs (ranks sharing a GPU use copies: "
+                    "--cuda-transport=copy or auto)",
+                    p, devices));
+#ifdef STAGECRAFT_HAVE_NCCL
+  // One communicator per rank, created together before the ranks start.
+  std::vector<ncclComm_t> comms;
+  if (transport == "nccl" || (transport == "auto" && p > 1 && p <= devices)) {
+    comms.resize(p);
+    std::vector<int> devs(p);
+    for (int r = 0; r < p; ++r)
+      devs[r] = r;
+    if (ncclResult_t r = ncclCommInitAll(comms.data(), p, devs.data());
+        r != ncclSuccess)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("nccl: ncclCommInitAll over {} GPUs: {}", p,
+                      ncclGetErrorString(r)));
+  }
+#else
+  if (transport == "nccl")
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "this build has no NCCL (nccl.h and libnccl were not found next to "
+        "the CUDA toolkit when it was configured)");
+#endif
   Shared shared(p);
   ProgressMonitor monitor(p, options.timeout);
-  return runRankThreads(p, [&](int r) -> llvm::Expected<RankResult> {
+  llvm::Expected<RunReport> report =
+      runRankThreads(p, [&](int r) -> llvm::Expected<RankResult> {
     RankRun run{plan, r, r % devices, shared, monitor, options,
                 cycles[r % devices]};
+#ifdef STAGECRAFT_HAVE_NCCL
+    if (!comms.empty())
+      run.nccl = comms[r];
+    // An aborted communicator is gone; the rest are destroyed below.
+    auto keep = llvm::make_scope_exit([&] {
+      if (!comms.empty())
+        comms[r] = run.nccl;
+    });
+#endif
     llvm::Expected<RankResult> result = run.run();
     if (!result) {
       monitor.abort();
@@ -420,4 +682,81 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
     }
     return result;
   });
+#ifdef STAGECRAFT_HAVE_NCCL
+  for (ncclComm_t c : comms)
+    if (c)
+      ncclCommDestroy(c);
+#endif
+  return report;
 }
+
+#if defined(STAGECRAFT_HAVE_MPI) && defined(STAGECRAFT_HAVE_NCCL)
+llvm::Expected<RunReport>
+stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
+                                const RunOptions &options) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string who = fmt::format("rank {}", rank);
+  auto error = [&](const std::string &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fmt::format("{}: {}", who, what));
+  };
+  if (size != plan.numRanks())
+    return error(fmt::format("the plan has {} ranks but {} MPI processes run "
+                             "it; launch with mpirun -np {}",
+                             plan.numRanks(), size, plan.numRanks()));
+  llvm::Expected<int> devices = deviceCount();
+  if (!devices)
+    return error(llvm::toString(devices.takeError()));
+  // One rank per GPU: the processes of a node take its GPUs in order.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                      MPI_INFO_NULL, &node);
+  int local = 0, localSize = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &localSize);
+  MPI_Comm_free(&node);
+  if (localSize > *devices)
+    return error(fmt::format("{} processes on this node but {} GPUs: under "
+                             "mpirun the cuda backend runs one rank per GPU "
+                             "(to share GPUs, run without mpirun)",
+                             localSize, *devices));
+  const int device = local;
+  double cycles = 0;
+  if (!options.exec.train) {
+    llvm::Expected<double> rate = cyclesPerSecond(device);
+    if (!rate)
+      return error(llvm::toString(rate.takeError()));
+    cycles = *rate;
+  }
+  // The communicator, eagerly: rank 0's unique id to every process.
+  ncclUniqueId id;
+  if (rank == 0)
+    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+      return error(fmt::format("nccl: ncclGetUniqueId: {}",
+                               ncclGetErrorString(r)));
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  SC_CUDA(who, cudaSetDevice(device));
+  ncclComm_t comm;
+  if (ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
+      r != ncclSuccess)
+    return error(fmt::format("nccl: ncclCommInitRank on GPU {}: {}", device,
+                             ncclGetErrorString(r)));
+  Shared shared(size);
+  ProgressMonitor monitor(size, options.timeout);
+  llvm::Expected<RankResult> result = [&]() -> llvm::Expected<RankResult> {
+    RankRun run{plan, rank, device, shared, monitor, options, cycles};
+    run.nccl = comm;
+    run.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
+    llvm::Expected<RankResult> r = run.run();
+    comm = run.nccl; // null once aborted
+    return r;
+  }();
+  if (comm)
+    ncclCommDestroy(comm);
+  if (!result)
+    return result.takeError();
+  return gatherMpiReport(std::move(*result));
+}
+#endif

@@ -17,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #ifdef STAGECRAFT_HAVE_MPI
@@ -24,12 +25,30 @@
 #endif
 
 using namespace llvm;
+
+/// Whether an MPI launcher started several processes (Open MPI and
+/// MPICH / Slurm launchers set these).
+static bool launchedByMpi() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *size = std::getenv(var); size && std::atoi(size) > 1)
+      return true;
+  return false;
+}
+
+[[maybe_unused]] static const char *kNoCuda =
+    "this build has no cuda backend (nvcc was not found when it was "
+    "configured)";
 namespace sched = stagecraft::pipe::sched;
 
 static cl::opt<std::string> input(cl::Positional, cl::Required,
                                   cl::desc("<spec.mlir | plan.json>"));
 static cl::opt<std::string> backend("backend", cl::init("local"),
                                     cl::desc("local (threads), mpi or cuda"));
+static cl::opt<std::string> cudaTransport(
+    "cuda-transport", cl::init("auto"),
+    cl::desc("cuda backend in one process: copy (device-to-device and peer "
+             "copies), nccl (NCCL, a GPU per rank) or auto (nccl when every "
+             "rank has a GPU of its own)"));
 static cl::opt<std::string> scheduleKind(
     "schedule", cl::desc("schedule a spec with this kind before running"));
 static cl::opt<int> chunks("chunks", cl::init(0),
@@ -165,9 +184,23 @@ static int run(int rank) {
     if (!train)
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--profile needs --train"));
-    if (Error err = stagecraft::pipe::profileSpecFile(
-            input, training.model, steps,
-            profile.empty() ? StringRef("-") : StringRef(profile)))
+    StringRef output = profile.empty() ? StringRef("-") : StringRef(profile);
+    Error err = Error::success();
+    if (backend == "cuda") {
+#ifdef STAGECRAFT_HAVE_CUDA
+      err = stagecraft::runtime::withCudaStages(
+          [&](const stagecraft::kernels::StageFactory &where) {
+            return stagecraft::pipe::profileSpecFile(input, training.model,
+                                                     steps, output, where);
+          });
+#else
+      err = createStringError(inconvertibleErrorCode(), kNoCuda);
+#endif
+    } else {
+      err = stagecraft::pipe::profileSpecFile(input, training.model, steps,
+                                              output);
+    }
+    if (err)
       return fail(std::move(err));
     return 0;
   }
@@ -181,23 +214,44 @@ static int run(int rank) {
   options.exec.train = train ? &training : nullptr;
   options.timeout = *limit;
   options.tracePath = tracePath;
+  options.cudaTransport = cudaTransport;
   if (killRank >= 0 && killRank == rank)
     options.exec.killAfter = killAfter;
   if (reference && !train)
     return fail(createStringError(inconvertibleErrorCode(),
                                   "--reference needs --train"));
+  auto runReference = [&]() -> Expected<stagecraft::runtime::RunReport> {
+    if (backend != "cuda")
+      return stagecraft::runtime::runReference(*plan, training);
+#ifdef STAGECRAFT_HAVE_CUDA
+    std::optional<stagecraft::runtime::RunReport> result;
+    if (Error err = stagecraft::runtime::withCudaStages(
+            [&](const stagecraft::kernels::StageFactory &where) -> Error {
+              auto r = stagecraft::runtime::runReference(*plan, training, where);
+              if (!r)
+                return r.takeError();
+              result = std::move(*r);
+              return Error::success();
+            }))
+      return std::move(err);
+    return std::move(*result);
+#else
+    return createStringError(inconvertibleErrorCode(), kNoCuda);
+#endif
+  };
   Expected<stagecraft::runtime::RunReport> report =
-      reference ? stagecraft::runtime::runReference(*plan, training)
+      reference ? runReference()
       : backend == "local"
           ? stagecraft::runtime::runLocal(*plan, options)
       : backend == "cuda"
-#ifdef STAGECRAFT_HAVE_CUDA
+#if defined(STAGECRAFT_HAVE_MPI) && defined(STAGECRAFT_HAVE_NCCL)
+          ? (launchedByMpi() ? stagecraft::runtime::runCudaMpi(*plan, options)
+                             : stagecraft::runtime::runCuda(*plan, options))
+#elif defined(STAGECRAFT_HAVE_CUDA)
           ? stagecraft::runtime::runCuda(*plan, options)
 #else
-          ? Expected<stagecraft::runtime::RunReport>(createStringError(
-                inconvertibleErrorCode(),
-                "this build has no cuda backend (nvcc was not found when "
-                "it was configured)"))
+          ? Expected<stagecraft::runtime::RunReport>(
+                createStringError(inconvertibleErrorCode(), kNoCuda))
 #endif
 #ifdef STAGECRAFT_HAVE_MPI
           : stagecraft::runtime::runMpi(*plan, options);
@@ -236,20 +290,16 @@ int main(int argc, char **argv) {
            << "; expected local, mpi or cuda\n";
     return 1;
   }
-  if (backend == "cuda") {
-    // One process drives every rank; several processes would each run the
-    // whole plan. Open MPI and MPICH/Slurm launchers set these.
-    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-      if (const char *size = std::getenv(var); size && std::atoi(size) > 1) {
-        errs() << "stagecraft-run: error: --backend=cuda runs every rank in "
-                  "one process (one thread per rank on the visible GPUs); "
-                  "NCCL across processes is not implemented, so run it "
-                  "without mpirun\n";
-        return 1;
-      }
-  }
-  if (backend == "local" || backend == "cuda")
+  if (backend == "cuda" && launchedByMpi()) {
+#if !defined(STAGECRAFT_HAVE_MPI) || !defined(STAGECRAFT_HAVE_NCCL)
+    errs() << "stagecraft-run: error: --backend=cuda under mpirun needs MPI "
+              "and NCCL, and this build lacks one; run without mpirun (one "
+              "thread per rank on the visible GPUs)\n";
+    return 1;
+#endif
+  } else if (backend == "local" || backend == "cuda") {
     return run(0);
+  }
 #ifdef STAGECRAFT_HAVE_MPI
   MPI_Init(&argc, &argv);
   int rank = 0;
