@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA GPU, nvcc and the build's
 # Debian packages installed: builds with the cuda backend, runs every test
-# (the GPU ones included: lit marks them UNSUPPORTED only without a device),
-# and runs the runtime benchmark on the cuda backend (every kind, ranks
-# sharing the GPU, measured / simulated step time). Results go to OUT_DIR:
+# (the GPU ones included: lit marks them UNSUPPORTED only without a device;
+# cuda-train.test checks training on the GPU against the CPU reference for
+# every kind), runs the runtime benchmark on the cuda backend (every kind,
+# ranks sharing the GPU, measured / simulated step time) and the training
+# benchmark (tokens/s per kind for a ~110M-parameter model, measured /
+# simulated with profiled costs). Results go to OUT_DIR:
 #   bench/gpu-check.sh OUT_DIR
-# Writes build.log, nvidia-smi.txt, tests.log, runtime-cuda.md, summary.txt.
-# Not covered yet: training on CUDA (the cuda backend runs the timed kernel
-# only), so there is no tokens/s row for the GPU.
+# Writes nvidia-smi.txt, build.log, tests.log, lit-cuda.log,
+# runtime-cuda.md, train-cuda.md and summary.txt.
 set -uo pipefail
 out=${1:?usage: bench/gpu-check.sh OUT_DIR}
 mkdir -p "$out"
@@ -28,11 +30,14 @@ ctest --test-dir "$build" -j4 --output-on-failure > "$out/tests.log" 2>&1 || sta
 /usr/lib/llvm-19/build/utils/lit/lit.py -v "$build/test" \
   --filter cuda > "$out/lit-cuda.log" 2>&1 || status=1
 BACKENDS=cuda bench/runtime-bench.sh "$build" > "$out/runtime-cuda.md" 2>&1 || status=1
+bench/train-gpu-bench.sh "$build" > "$out/train-cuda.md" 2>&1 || status=1
 {
   echo "gpu-check: $( [ $status = 0 ] && echo passed || echo FAILED )"
   grep -E "tests passed|tests failed" "$out/tests.log"
   grep -E "^(PASS|FAIL|UNSUPPORTED):" "$out/lit-cuda.log"
   cat "$out/runtime-cuda.md"
+  echo
+  cat "$out/train-cuda.md"
 } > "$out/summary.txt"
 cat "$out/summary.txt"
 exit $status

@@ -236,8 +236,11 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
       "ran @{} for @{} on {} ranks ({} backend, 1 time unit = {:.6g} ms)\n",
       plan.schedule, plan.pipeline, plan.numRanks(), backend.str(), unitMs);
   if (options.exec.train)
-    out += fmt::format("wall {:.3f} ms for {} training steps\n",
-                       report.wall * 1e3, options.exec.train->steps);
+    // The simulated step is meaningful when the costs are measured ones
+    // (--profile writes milliseconds: run with --time-unit=1ms).
+    out += fmt::format("wall {:.3f} ms for {} training steps, simulated step "
+                       "{:.3f} ms\n",
+                       report.wall * 1e3, options.exec.train->steps, simulated);
   else
     out += fmt::format("step wall {:.3f} ms, simulated {:.3f} ms, measured / "
                        "simulated {:.4f}\n",

@@ -36,15 +36,21 @@ if config.stagecraft_have_mpi and shutil.which("mpirun"):
     config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 
 # CUDA: `cuda-build` when the cuda backend is built; `gpu` when a device is
-# also visible (nvidia-smi lists one). Without a GPU the GPU tests show as
-# UNSUPPORTED and cuda-no-device.test checks the error instead.
+# also visible (nvidia-smi lists one), `gpus-2` when two are. Without a GPU
+# the GPU tests show as UNSUPPORTED and cuda-no-device.test checks the
+# error instead.
 if config.stagecraft_have_cuda:
     config.available_features.add("cuda-build")
+    if config.stagecraft_have_nccl:
+        config.available_features.add("nccl")
     import subprocess
     try:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
                                 text=True, timeout=30)
-        if listed.returncode == 0 and "GPU" in listed.stdout:
+        gpus = listed.stdout.count("GPU ") if listed.returncode == 0 else 0
+        if gpus >= 1:
             config.available_features.add("gpu")
+        if gpus >= 2:
+            config.available_features.add("gpus-2")
     except (OSError, subprocess.SubprocessError):
         pass
