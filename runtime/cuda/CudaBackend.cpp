@@ -384,6 +384,23 @@ struct RankRun {
       if (monitor.aborted())
         return fail("stopped: another rank failed");
       const sched::PlanOp &op = mine.ops[at];
+#ifdef STAGECRAFT_HAVE_NCCL
+      if (nccl && op.kind != sched::PlanOp::Kind::Compute &&
+          op.kind != sched::PlanOp::Kind::Free) {
+        // A transfer, or a group's, through NCCL.
+        std::vector<const sched::PlanOp *> transfers;
+        if (op.kind == sched::PlanOp::Kind::Group)
+          for (const sched::PlanOp &inner : op.ops)
+            transfers.push_back(&inner);
+        else
+          transfers.push_back(&op);
+        if (llvm::Error err = ncclTransfer(transfers))
+          return err;
+        ++result.instructions;
+        monitor.progress(rank);
+        continue;
+      }
+#endif
       switch (op.kind) {
       case sched::PlanOp::Kind::Compute: {
         for (const sched::SlotUse &w : op.writes)
@@ -402,13 +419,6 @@ struct RankRun {
         break;
       }
       case sched::PlanOp::Kind::Recv: {
-#ifdef STAGECRAFT_HAVE_NCCL
-        if (nccl) {
-          if (llvm::Error err = ncclTransfer({&op}))
-            return err;
-          break;
-        }
-#endif
         auto posted = post(op);
         if (!posted)
           return posted.takeError();
@@ -417,27 +427,10 @@ struct RankRun {
         break;
       }
       case sched::PlanOp::Kind::Send:
-#ifdef STAGECRAFT_HAVE_NCCL
-        if (nccl) {
-          if (llvm::Error err = ncclTransfer({&op}))
-            return err;
-          break;
-        }
-#endif
         if (llvm::Error err = send(op))
           return err;
         break;
       case sched::PlanOp::Kind::Group: {
-#ifdef STAGECRAFT_HAVE_NCCL
-        if (nccl) {
-          std::vector<const sched::PlanOp *> inner;
-          for (const sched::PlanOp &o : op.ops)
-            inner.push_back(&o);
-          if (llvm::Error err = ncclTransfer(inner))
-            return err;
-          break;
-        }
-#endif
         std::vector<std::pair<const sched::PlanOp *, std::shared_ptr<Posted>>>
             receives;
         for (const sched::PlanOp &inner : op.ops)
