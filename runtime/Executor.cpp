@@ -7,6 +7,8 @@
 
 #include "runtime/Executor.h"
 
+#include "kernels/device/HostDevice.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -160,6 +162,12 @@ llvm::Error stagecraft::runtime::trainSteps(
       model->step(train.optimizer);
   }
   return dumpAll(train.dumpWeights, false);
+}
+
+kernels::StageFactory
+stagecraft::runtime::hostStagesFor(const TrainOptions &train) {
+  return train.deviceModel ? kernels::device::hostDeviceStages()
+                           : kernels::hostStages();
 }
 
 llvm::Error stagecraft::runtime::checkTrainingBuffers(
@@ -391,7 +399,8 @@ llvm::Expected<RankResult> RankRunner::run() {
     const TrainOptions &train = *options.train;
     if (llvm::Error err = checkTrainingBuffers(plan, rank, train.model))
       return fail(0, llvm::toString(std::move(err)));
-    llvm::Expected<RankModels> built = buildStages(plan, rank, train);
+    llvm::Expected<RankModels> built =
+        buildStages(plan, rank, train, hostStagesFor(train));
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
     models = std::move(*built);

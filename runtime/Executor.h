@@ -37,7 +37,13 @@ struct TrainOptions {
   /// Directories to write each stage's gradients after the first step and
   /// weights after the last (float32, parameters in order); empty: none.
   std::string dumpGrads, dumpWeights;
+  /// On the host: the device model on the host device (the code the cuda
+  /// backend trains with) instead of the reference stages.
+  bool deviceModel = false;
 };
+
+/// The host stages \p train asks for: the reference, or the device model.
+kernels::StageFactory hostStagesFor(const TrainOptions &train);
 
 struct ExecOptions {
   /// Seconds per schedule time unit.

@@ -85,6 +85,11 @@ static cl::opt<int> vocab("vocab", cl::init(64), cl::cat(trainCategory));
 static cl::opt<int> batch("batch", cl::init(2), cl::cat(trainCategory),
                           cl::desc("sequences per microbatch"));
 static cl::opt<unsigned> seed("seed", cl::init(1), cl::cat(trainCategory));
+static cl::opt<std::string> modelCode(
+    "model", cl::init("reference"), cl::cat(trainCategory),
+    cl::desc("on local and mpi: reference (the CPU model) or device (the "
+             "device model the cuda backend trains with, on a checking host "
+             "device: the GPU code path without a GPU)"));
 static cl::opt<std::string> optimizer("optimizer", cl::init("sgd"),
                                       cl::cat(trainCategory),
                                       cl::desc("sgd or adamw"));
@@ -169,6 +174,16 @@ static int run(int rank) {
     training.steps = steps;
     training.dumpGrads = dumpGrads;
     training.dumpWeights = dumpWeights;
+    if (modelCode != "reference" && modelCode != "device")
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "--model=" + modelCode +
+                                        ": expected reference or device"));
+    if (modelCode == "device" && backend == "cuda")
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "--model=device is for local and mpi: the cuda backend always "
+          "trains the device model"));
+    training.deviceModel = modelCode == "device";
     training.optimizer.lr = lr;
     if (optimizer == "adamw")
       training.optimizer.kind = stagecraft::kernels::OptimizerConfig::Kind::AdamW;
@@ -222,7 +237,8 @@ static int run(int rank) {
                                   "--reference needs --train"));
   auto runReference = [&]() -> Expected<stagecraft::runtime::RunReport> {
     if (backend != "cuda")
-      return stagecraft::runtime::runReference(*plan, training);
+      return stagecraft::runtime::runReference(
+          *plan, training, stagecraft::runtime::hostStagesFor(training));
 #ifdef STAGECRAFT_HAVE_CUDA
     std::optional<stagecraft::runtime::RunReport> result;
     if (Error err = stagecraft::runtime::withCudaStages(
