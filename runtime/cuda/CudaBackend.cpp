@@ -710,12 +710,15 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
   MPI_Comm_rank(node, &local);
   MPI_Comm_size(node, &localSize);
   MPI_Comm_free(&node);
-  if (localSize > *devices)
-    return error(fmt::format("{} processes on this node but {} GPUs: under "
-                             "mpirun the cuda backend runs one rank per GPU "
-                             "(to share GPUs, run without mpirun)",
-                             localSize, *devices));
-  const int device = local;
+  // (A launcher may give each process one visible GPU: then all see one.)
+  const int device = local % *devices;
+  const std::string sharing =
+      localSize > *devices
+          ? fmt::format(" ({} processes on this node see {} GPUs: under "
+                        "mpirun the cuda backend runs one rank per GPU; to "
+                        "share a GPU, run without mpirun)",
+                        localSize, *devices)
+          : std::string();
   double cycles = 0;
   if (!options.exec.train) {
     llvm::Expected<double> rate = cyclesPerSecond(device);
@@ -734,8 +737,8 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
   ncclComm_t comm;
   if (ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
       r != ncclSuccess)
-    return error(fmt::format("nccl: ncclCommInitRank on GPU {}: {}", device,
-                             ncclGetErrorString(r)));
+    return error(fmt::format("nccl: ncclCommInitRank on GPU {}: {}{}", device,
+                             ncclGetErrorString(r), sharing));
   Shared shared(size);
   ProgressMonitor monitor(size, options.timeout);
   llvm::Expected<RankResult> result = [&]() -> llvm::Expected<RankResult> {
