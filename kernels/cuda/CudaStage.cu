@@ -16,7 +16,10 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
+#include <thread>
 #include <vector>
 
 using namespace stagecraft::kernels;
@@ -31,7 +34,8 @@ template <class Body> __global__ void eachIndex(int n, Body body) {
 
 class CudaDevice {
 public:
-  CudaDevice(int device, cudaStream_t stream) : device(device), stream(stream) {
+  CudaDevice(int device, cudaStream_t stream, std::function<bool()> stop)
+      : device(device), stream(stream), stop(std::move(stop)) {
     check(cudaSetDevice(device), "cudaSetDevice");
     if (!failure.empty())
       return;
@@ -85,9 +89,12 @@ public:
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
   void download(void *dst, const void *src, size_t bytes) {
-    if (ready(src))
-      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
-            "cudaMemcpyAsync (download)");
+    // A copy to pageable memory blocks until the stream reaches it: reach
+    // that point first, stoppably.
+    if (!ready(src) || !drain())
+      return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (download)");
     if (failure.empty())
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
@@ -135,6 +142,36 @@ public:
   }
 
 private:
+  /// Waits until the stream has done everything queued so far; false if it
+  /// failed or \p stop asked to give up.
+  bool drain() {
+    if (!stop) {
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      return failure.empty();
+    }
+    cudaEvent_t reached;
+    check(cudaEventCreateWithFlags(&reached, cudaEventDisableTiming),
+          "cudaEventCreate");
+    if (!failure.empty())
+      return false;
+    check(cudaEventRecord(reached, stream), "cudaEventRecord");
+    while (failure.empty()) {
+      cudaError_t q = cudaEventQuery(reached);
+      if (q == cudaSuccess)
+        break;
+      if (q != cudaErrorNotReady) {
+        check(q, "cudaEventQuery");
+        break;
+      }
+      if (stop()) {
+        fail("stopped waiting for the device: another rank failed");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    cudaEventDestroy(reached);
+    return failure.empty();
+  }
   static size_t round(size_t bytes) {
     return std::max<size_t>(256, (bytes + 255) / 256 * 256);
   }
@@ -154,6 +191,7 @@ private:
 
   int device;
   cudaStream_t stream;
+  std::function<bool()> stop;
   cublasHandle_t handle = nullptr;
   std::map<size_t, std::vector<void *>> pool;
   std::string failure;
@@ -161,14 +199,15 @@ private:
 
 } // namespace
 
-StageFactory stagecraft::kernels::cuda::cudaStages(int gpu, void *stream) {
+StageFactory stagecraft::kernels::cuda::cudaStages(int gpu, void *stream,
+                                                   std::function<bool()> stop) {
   auto s = static_cast<cudaStream_t>(stream);
   StageFactory f;
-  f.make = [gpu, s](const ModelConfig &c, int index, int numStages,
+  f.make = [gpu, s, stop](const ModelConfig &c, int index, int numStages,
                        int firstLayer, int layers)
       -> llvm::Expected<std::unique_ptr<LayerStage>> {
     auto stage = std::make_unique<device::DeviceStage<CudaDevice>>(
-        std::make_unique<CudaDevice>(gpu, s), c, index, numStages,
+        std::make_unique<CudaDevice>(gpu, s, stop), c, index, numStages,
         firstLayer, layers);
     if (llvm::Error err = stage->status())
       return std::move(err);

@@ -16,8 +16,12 @@ namespace stagecraft::kernels::cuda {
 
 /// Stages on \p device that issue their work on \p stream (a cudaStream_t
 /// of that device); the caller keeps the stream alive and current device
-/// set in the threads that use the stages.
-StageFactory cudaStages(int device, void *stream);
+/// set in the threads that use the stages. Waits for the device (losses,
+/// parameter downloads) poll \p stop, when given, and give up with an
+/// error once it returns true (another rank failed: work queued behind its
+/// transfers would never finish).
+StageFactory cudaStages(int device, void *stream,
+                        std::function<bool()> stop = {});
 
 } // namespace stagecraft::kernels::cuda
 

@@ -478,7 +478,9 @@ struct RankRun {
                                      std::max<int64_t>(mine.slotBytes[k], 1),
                                      compute));
       llvm::Expected<RankModels> built = buildStages(
-          plan, rank, *train, stagecraft::kernels::cuda::cudaStages(device, compute));
+          plan, rank, *train,
+          stagecraft::kernels::cuda::cudaStages(
+              device, compute, [this] { return monitor.aborted(); }));
       if (!built)
         return fail(llvm::toString(built.takeError()));
       models = std::move(*built);
@@ -666,6 +668,14 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
     });
 #endif
     llvm::Expected<RankResult> result = run.run();
+#ifdef STAGECRAFT_HAVE_NCCL
+    // Transfers queued behind the failure would never finish: abort the
+    // communicator so the streams drain.
+    if (!result && run.nccl) {
+      ncclCommAbort(run.nccl);
+      run.nccl = nullptr;
+    }
+#endif
     if (!result) {
       monitor.abort();
       // Release ranks still at the start barrier.
@@ -746,6 +756,10 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
     run.nccl = comm;
     run.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
     llvm::Expected<RankResult> r = run.run();
+    if (!r && run.nccl) {
+      ncclCommAbort(run.nccl); // so the streams drain
+      run.nccl = nullptr;
+    }
     comm = run.nccl; // null once aborted
     return r;
   }();
