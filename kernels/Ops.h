@@ -2,10 +2,9 @@
 //
 // Shared by the layer-wise model (Model.cpp) and the model cut at the
 // attention boundary (HelixModel.cpp): GEMM through OpenBLAS, RMSNorm,
-// GELU, causal multi-head attention, deterministic initialization. The
-// row-wise pieces are the device model's bodies (device/Bodies.h) run as
-// loops, so both compute them alike. Row-major
-// matrices throughout.
+// GELU, causal multi-head attention, deterministic initialization.
+// Row-major matrices throughout. RMSNorm and GELU are the device model's
+// bodies (device/Bodies.h) run as loops, so both compute them alike.
 //
 //===----------------------------------------------------------------------===//
 

@@ -33,6 +33,8 @@
 #include "kernels/Model.h"
 #include "kernels/device/Bodies.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <memory>
@@ -120,7 +122,7 @@ public:
   }
 
   llvm::Error status() override {
-    std::string e = dev->error();
+    std::string e = misuse.empty() ? dev->error() : misuse;
     if (e.empty())
       return llvm::Error::success();
     return llvm::createStringError(llvm::inconvertibleErrorCode(), e);
@@ -248,6 +250,8 @@ private:
   std::vector<DeviceParam> params;
   std::map<int, MicrobatchStash> stash;
   std::map<int, Buf<double>> losses;
+  /// A call out of order (I before F, W before I), reported by status().
+  std::string misuse;
 };
 
 template <class Dev>
@@ -358,7 +362,13 @@ template <class Dev>
 void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
                                      float *inputGrad) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
-  MicrobatchStash &st = stash.at(mb);
+  auto found = stash.find(mb);
+  if (found == stash.end()) {
+    misuse = fmt::format("backward input of microbatch {} before its forward",
+                         mb);
+    return;
+  }
+  MicrobatchStash &st = found->second;
   Vec dx = vec(tokensTimes(H));
   if (last) {
     st.dhf = vec(tokensTimes(H));
@@ -418,8 +428,13 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
 template <class Dev> void DeviceStage<Dev>::backwardWeight(int mb) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
   auto it = stash.find(mb);
-  if (it == stash.end())
+  if (it == stash.end() || it->second.blocks.empty() ||
+      (numLayers > 0 && !it->second.blocks[0].dqkv.get())) {
+    misuse = fmt::format("backward weight of microbatch {} before its "
+                         "backward input",
+                         mb);
     return;
+  }
   MicrobatchStash &st = it->second;
   if (last) {
     mm(true, false, H, V, T, st.hf.get(), st.dlogits.get(),

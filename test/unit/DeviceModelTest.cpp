@@ -205,3 +205,19 @@ TEST(DeviceModel, HostDeviceCatchesOverrunsAndBadLeadingDimensions) {
   f.zero(y, 16);
   EXPECT_NE(f.error().find("outside every live allocation"), std::string::npos);
 }
+
+TEST(DeviceModel, CallsOutOfOrderAreReportedNotRun) {
+  ModelConfig c = shape(1, 4, 1);
+  HostStage s(std::make_unique<HostDevice>(), c, 0, 1, 0, 1);
+  s.backwardWeight(0);
+  llvm::Error err = s.status();
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "backward weight of microbatch 0 before its backward input");
+  HostStage t(std::make_unique<HostDevice>(), c, 0, 1, 0, 1);
+  t.backwardInput(2, nullptr, nullptr);
+  err = t.status();
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "backward input of microbatch 2 before its forward");
+}
