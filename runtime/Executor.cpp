@@ -191,10 +191,11 @@ static float *
 findMessage(const std::vector<sched::SlotUse> &uses, sched::BufferKind kind,
             int stage,
             llvm::function_ref<float *(const sched::SlotUse &)> payload) {
-  for (const sched::SlotUse &u : uses)
-    if ((u.tag >> 56) == static_cast<uint64_t>(kind) + 1 &&
-        ((u.tag >> 28) & ((1u << 28) - 1)) == static_cast<uint64_t>(stage))
+  for (const sched::SlotUse &u : uses) {
+    sched::TagParts t = sched::decodeTag(u.tag);
+    if (t.kind == static_cast<int>(kind) && t.stage == stage)
       return payload(u);
+  }
   return nullptr;
 }
 

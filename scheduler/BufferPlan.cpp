@@ -22,14 +22,18 @@ uint64_t stagecraft::pipe::sched::bufferTag(BufferKind kind, int stage,
          static_cast<uint64_t>(stage) << 28 | static_cast<uint64_t>(microbatch);
 }
 
+TagParts stagecraft::pipe::sched::decodeTag(uint64_t tag) {
+  return {static_cast<int>(tag >> 56) - 1,
+          static_cast<int>((tag >> 28) & ((1u << 28) - 1)),
+          static_cast<int>(tag & ((1u << 28) - 1))};
+}
+
 std::string
 stagecraft::pipe::sched::describeTag(uint64_t tag,
                                      llvm::ArrayRef<std::string> stageNames) {
   if (tag == 0)
     return "nothing";
-  int kind = static_cast<int>(tag >> 56) - 1;
-  int stage = static_cast<int>((tag >> 28) & ((1u << 28) - 1));
-  int mb = static_cast<int>(tag & ((1u << 28) - 1));
+  auto [kind, stage, mb] = decodeTag(tag);
   static const char *names[] = {"act",      "grad",      "stash-i",
                                 "stash-w",  "qkv",       "attn",
                                 "attn-grad", "qkv-grad", "attn-kept"};
@@ -115,7 +119,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     auto write = [&](uint64_t tag, double units, int at) {
       live[tag] = static_cast<int>(buffers.size());
       int64_t bytes = bytesOf(units);
-      if (isMessageBuffer(static_cast<BufferKind>((tag >> 56) - 1)))
+      if (isMessageBuffer(static_cast<BufferKind>(decodeTag(tag).kind)))
         bytes = std::max(bytes, minMessageBytes);
       buffers.push_back({tag, bytes, at, at});
     };

@@ -47,6 +47,12 @@ inline bool isMessageBuffer(BufferKind kind) {
 
 /// Identity of one buffer: kind, stage, microbatch. Never 0.
 uint64_t bufferTag(BufferKind kind, int stage, int microbatch);
+/// What bufferTag encoded: the kind's index (-1 for tag 0; out of range
+/// for a tag bufferTag never made), stage and microbatch.
+struct TagParts {
+  int kind, stage, microbatch;
+};
+TagParts decodeTag(uint64_t tag);
 /// "act(@s0, mb 3)", "stash-w(@s1, mb 0)"; \p stageNames may be empty.
 std::string describeTag(uint64_t tag, llvm::ArrayRef<std::string> stageNames);
 
