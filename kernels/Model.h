@@ -147,6 +147,12 @@ struct StageFactory {
 /// The reference stages (kernels::Stage) on the host.
 StageFactory hostStages();
 
+/// A message buffer where a factory's stages compute, released with it.
+using MessageBuffer = std::unique_ptr<float, std::function<void(float *)>>;
+inline MessageBuffer allocateMessage(const StageFactory &where, size_t bytes) {
+  return MessageBuffer(where.allocate(bytes), where.release);
+}
+
 /// The token and target of position \p t of microbatch \p mb in \p step.
 int syntheticToken(const ModelConfig &config, int step, int mb, int t);
 int syntheticTarget(const ModelConfig &config, int step, int mb, int t);

@@ -64,9 +64,8 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
     stages.push_back(stage);
   const int n = static_cast<int>(stages.size());
   // Two message buffers where the stages compute.
-  std::unique_ptr<float, std::function<void(float *)>> ma(
-      where.allocate(train.model.messageBytes()), where.release),
-      mb(where.allocate(train.model.messageBytes()), where.release);
+  kernels::MessageBuffer ma = allocateMessage(where, train.model.messageBytes()),
+                         mb = allocateMessage(where, train.model.messageBytes());
   if (!ma || !mb)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -173,16 +172,15 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  RankResult *result = &mine;
   // Gather: fixed figures, then the measured actions.
-  double figures[5] = {result->busy, result->wall, result->waiting,
-                       static_cast<double>(result->instructions),
-                       result->overhead};
+  double figures[5] = {mine.busy, mine.wall, mine.waiting,
+                       static_cast<double>(mine.instructions),
+                       mine.overhead};
   std::vector<double> all(5 * size);
   MPI_Gather(figures, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0,
              MPI_COMM_WORLD);
   std::vector<double> measured;
-  for (const MeasuredAction &a : result->actions) {
+  for (const MeasuredAction &a : mine.actions) {
     measured.push_back(a.index);
     measured.push_back(a.start);
     measured.push_back(a.end);
@@ -198,13 +196,13 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   std::vector<double> actions(rank == 0 ? total : 0);
   MPI_Gatherv(measured.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
               offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  std::vector<double> losses(result->losses.size(), 0.0);
-  MPI_Reduce(result->losses.data(), losses.data(),
+  std::vector<double> losses(mine.losses.size(), 0.0);
+  MPI_Reduce(mine.losses.data(), losses.data(),
              static_cast<int>(losses.size()), MPI_DOUBLE, MPI_SUM, 0,
              MPI_COMM_WORLD);
   RunReport report;
   if (rank != 0) {
-    report.ranks.push_back(std::move(*result));
+    report.ranks.push_back(std::move(mine));
     return report;
   }
   for (int r = 0; r < size; ++r) {

@@ -124,9 +124,8 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
     }
     const size_t n = stages.size();
     std::vector<double> f(n, 0), i(n, 0), w(n, 0);
-    std::unique_ptr<float, std::function<void(float *)>> ma(
-        where.allocate(c.messageBytes()), where.release),
-        mb(where.allocate(c.messageBytes()), where.release);
+    kernels::MessageBuffer ma = allocateMessage(where, c.messageBytes()),
+                           mb = allocateMessage(where, c.messageBytes());
     if (!ma || !mb)
       return fail("cannot allocate message buffers on " + where.where);
     float *a = ma.get(), *b = mb.get();

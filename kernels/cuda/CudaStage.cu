@@ -81,11 +81,12 @@ public:
       pool[round(bytes)].push_back(p);
   }
   void upload(void *dst, const void *src, size_t bytes) {
-    if (ready(dst))
-      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
-            "cudaMemcpyAsync (upload)");
+    if (!ready(dst))
+      return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (upload)");
     // The source may go away once this returns.
-    if (ready(dst))
+    if (failure.empty())
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
   void download(void *dst, const void *src, size_t bytes) {

@@ -428,7 +428,8 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
 template <class Dev> void DeviceStage<Dev>::backwardWeight(int mb) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
   auto it = stash.find(mb);
-  if (it == stash.end() || it->second.blocks.empty() ||
+  // I keeps every layer's dqkv: without it, I has not run.
+  if (it == stash.end() ||
       (numLayers > 0 && !it->second.blocks[0].dqkv.get())) {
     misuse = fmt::format("backward weight of microbatch {} before its "
                          "backward input",

@@ -19,7 +19,6 @@
 #include "runtime/cuda/Spin.h"
 
 #include "kernels/cuda/CudaStage.h"
-#include "llvm/ADT/ScopeExit.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -126,9 +125,9 @@ struct RankRun {
 
   /// The instruction being run, for messages.
   size_t at = 0;
-  /// Training: this rank's stages on the device, and per compute its
-  /// start and end events (all steps).
+  /// Training: this rank's stages on the device.
   RankModels models;
+  /// Per compute, over all steps: its start and end events.
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timed;
   /// Instead of the shared start barrier (one process per rank).
   std::function<void()> barrier;
@@ -194,6 +193,30 @@ struct RankRun {
   }
 #endif
 
+  /// Drops the communicator, so that NCCL work queued behind a failure
+  /// ends and the streams drain.
+  void abortNccl() {
+#ifdef STAGECRAFT_HAVE_NCCL
+    if (nccl)
+      ncclCommAbort(nccl);
+    nccl = nullptr;
+#endif
+  }
+
+  /// Runs the rank. After a failure: tells the other ranks, drops the NCCL
+  /// communicator and releases ranks still at the start barrier.
+  llvm::Expected<RankResult> run() {
+    llvm::Expected<RankResult> result = execute();
+    if (!result) {
+      monitor.abort();
+      abortNccl();
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      shared.waiting = shared.ranks;
+      shared.arrived.notify_all();
+    }
+    return result;
+  }
+
   /// Waits for \p end on the device with the watchdog: with NCCL a
   /// transfer whose peer never comes would wait forever, so past the
   /// timeout this fails naming the first transfer that did not complete.
@@ -218,14 +241,12 @@ struct RankRun {
           last = Clock::now();
         }
         if (monitor.aborted()) {
-          ncclCommAbort(nccl);
-          nccl = nullptr;
+          abortNccl();
           return fail("stopped: another rank failed");
         }
         if (std::chrono::duration<double>(Clock::now() - last).count() >
             options.timeout) {
-          ncclCommAbort(nccl);
-          nccl = nullptr;
+          abortNccl();
           if (completed < issued.size()) {
             at = issued[completed].at;
             return fail(fmt::format("{} did not complete within {} s (its "
@@ -458,7 +479,7 @@ struct RankRun {
     return llvm::Error::success();
   }
 
-  llvm::Expected<RankResult> run() {
+  llvm::Expected<RankResult> execute() {
     SC_CUDA(who, cudaSetDevice(device));
     SC_CUDA(who, cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     SC_CUDA(who, cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
@@ -615,14 +636,15 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
         cudaGetLastError(); // already enabled is fine
       }
     }
-  // The spin kernel's clock, once per device in use.
-  std::vector<double> cycles;
-  for (int d = 0; d < std::min(p, devices); ++d) {
-    llvm::Expected<double> rate = cyclesPerSecond(d);
-    if (!rate)
-      return rate.takeError();
-    cycles.push_back(*rate);
-  }
+  // The spin kernel's clock, once per device in use (training has none).
+  std::vector<double> cycles(std::min(p, devices), 0.0);
+  if (!options.exec.train)
+    for (int d = 0; d < std::min(p, devices); ++d) {
+      llvm::Expected<double> rate = cyclesPerSecond(d);
+      if (!rate)
+        return rate.takeError();
+      cycles[d] = *rate;
+    }
   if (transport == "nccl" && p > devices)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -661,28 +683,13 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
 #ifdef STAGECRAFT_HAVE_NCCL
     if (!comms.empty())
       run.nccl = comms[r];
-    // An aborted communicator is gone; the rest are destroyed below.
-    auto keep = llvm::make_scope_exit([&] {
-      if (!comms.empty())
-        comms[r] = run.nccl;
-    });
 #endif
     llvm::Expected<RankResult> result = run.run();
 #ifdef STAGECRAFT_HAVE_NCCL
-    // Transfers queued behind the failure would never finish: abort the
-    // communicator so the streams drain.
-    if (!result && run.nccl) {
-      ncclCommAbort(run.nccl);
-      run.nccl = nullptr;
-    }
+    // An aborted communicator is gone; the rest are destroyed below.
+    if (!comms.empty())
+      comms[r] = run.nccl;
 #endif
-    if (!result) {
-      monitor.abort();
-      // Release ranks still at the start barrier.
-      std::lock_guard<std::mutex> lock(shared.mutex);
-      shared.waiting = shared.ranks;
-      shared.arrived.notify_all();
-    }
     return result;
   });
 #ifdef STAGECRAFT_HAVE_NCCL
@@ -756,10 +763,6 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
     run.nccl = comm;
     run.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
     llvm::Expected<RankResult> r = run.run();
-    if (!r && run.nccl) {
-      ncclCommAbort(run.nccl); // so the streams drain
-      run.nccl = nullptr;
-    }
     comm = run.nccl; // null once aborted
     return r;
   }();
