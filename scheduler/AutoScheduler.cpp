@@ -18,6 +18,7 @@
 #include "scheduler/AutoScheduler.h"
 #include "scheduler/Generators.h"
 #include "scheduler/ListScheduler.h"
+#include "scheduler/LowerBound.h"
 #include "scheduler/Simulator.h"
 
 #include <fmt/format.h>
@@ -428,6 +429,11 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     limit, search.smallestPeak));
   AutoResult result = std::move(search.best);
   result.lowerBound = search.bound;
+  result.memoryAwareBound = std::numeric_limits<double>::infinity();
+  for (const NamedPlacement &np : candidatePlacements(problem))
+    result.memoryAwareBound =
+        std::min(result.memoryAwareBound,
+                 memoryAwareLowerBound(problem, np.placement, limits));
   result.memoryLimit = limit;
   result.candidates = search.count;
   return result;

@@ -43,7 +43,11 @@ struct AutoResult {
   /// Which candidate won, e.g. "zb-h1" or "backbone contiguous +2".
   std::string name;
   double makespan = 0.0;
+  /// `lowerBound(problem)`: chain delay plus work, memory ignored.
   double lowerBound = 0.0;
+  /// The smallest `memoryAwareLowerBound` at `memoryLimit` over the
+  /// placements the search considers.
+  double memoryAwareBound = 0.0;
   double memoryLimit = 0.0;
   int candidates = 0;
 };

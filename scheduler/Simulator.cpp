@@ -112,11 +112,20 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
   double total = 0.0;
   for (double b : timeline.busy)
     total += b;
+  timeline.span.assign(numRanks, 0.0);
+  for (int r = 0; r < numRanks; ++r)
+    if (!timeline.ranks[r].empty())
+      timeline.span[r] =
+          timeline.ranks[r].back().end - timeline.ranks[r].front().start;
   timeline.bubbleRatio =
       timeline.makespan > 0.0
           ? 1.0 - total / (static_cast<double>(numRanks) * timeline.makespan)
           : 0.0;
   return timeline;
+}
+
+double Timeline::maxSpan() const {
+  return span.empty() ? 0.0 : *std::max_element(span.begin(), span.end());
 }
 
 llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const Problem &problem,

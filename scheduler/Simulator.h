@@ -31,6 +31,13 @@ struct Timeline {
   std::vector<double> peakMemory;
   /// Per rank: the actions in run order with their times.
   std::vector<std::vector<TimedAction>> ranks;
+  /// Per rank: from the start of its first action to the end of its last
+  /// (0 for a rank without actions). The zero-bubble papers quote the
+  /// largest of these, not the makespan.
+  std::vector<double> span;
+
+  /// The largest per-rank span.
+  double maxSpan() const;
 };
 
 /// Simulates \p graph. Fails with a ScheduleError naming every stuck rank

@@ -2,12 +2,15 @@
 //
 // The zero-bubble schedules of Qi et al. ("Zero Bubble Pipeline
 // Parallelism", ICLR 2024; "Pipeline Parallelism with Controllable Memory",
-// 2024) as policies of the list scheduler: the backward is split into I and
-// W, I runs as soon as it can, and W fills the time a rank would otherwise
-// idle. What distinguishes the kinds is how much may be in flight:
-//   - zb-h1: each rank's memory limited to its 1F1B peak;
-//   - zb-h2: up to 2(p - k) - 1 microbatches in flight on block k;
-//   - zb-v: V placement (rank r hosts stages r and 2p - 1 - r) under the
+// 2024): the backward is split into I and W, I runs as soon as it can, and
+// W fills the time a rank would otherwise idle. Each kind is the faster of
+// the papers' heuristic (ZeroBubbleHeuristic.h) and the handcrafted shape
+// (a 1F1B-shaped order of F and I with W filling the waits, or for ZB-V a
+// forward-first list policy), both at the kind's memory:
+//   - zb-h1: every rank within 1F1B's highest peak;
+//   - zb-h2: every rank within (2p - 1) / p times that, the paper's
+//     (2p - 1) microbatches, under twice 1F1B's peak;
+//   - zb-v: V placement (rank r hosts stages r and 2p - 1 - r) within the
 //     highest 1F1B peak of the same model.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +18,7 @@
 #include "scheduler/Generators.h"
 #include "scheduler/ListScheduler.h"
 #include "scheduler/Simulator.h"
+#include "scheduler/ZeroBubbleHeuristic.h"
 
 #include <fmt/format.h>
 
@@ -55,6 +59,30 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
   return listSchedule(problem, placement, policy);
 }
 
+/// The faster of \p a and \p b (either may have failed; fails when both did,
+/// with \p a's error).
+static llvm::Expected<Schedule> faster(const Problem &problem,
+                                       llvm::Expected<Schedule> a,
+                                       llvm::Expected<Schedule> b) {
+  if (!b) {
+    llvm::consumeError(b.takeError());
+    return a;
+  }
+  if (!a) {
+    llvm::consumeError(a.takeError());
+    return b;
+  }
+  llvm::Expected<Timeline> ta = simulate(problem, *a);
+  llvm::Expected<Timeline> tb = simulate(problem, *b);
+  if (!ta || !tb) {
+    llvm::consumeError(ta.takeError());
+    llvm::consumeError(tb.takeError());
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "a zero-bubble candidate does not verify");
+  }
+  return tb->makespan < ta->makespan - 1e-9 ? std::move(b) : std::move(a);
+}
+
 /// The highest per-rank peak of 1F1B on \p placement.
 static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
                                                   llvm::ArrayRef<int> placement) {
@@ -73,9 +101,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   // 1F1B's warm-up depth; deferred W may use memory up to 1F1B's highest
   // peak on every rank.
   const int p = problem.ranks;
-  return zeroBubble(
-      problem, placement, [&](int k) { return p - k - 1; },
-      std::vector<double>(p, *highest));
+  std::vector<double> limits(p, *highest);
+  return faster(problem, zeroBubbleChain(problem, placement, limits),
+                zeroBubble(
+                    problem, placement, [&](int k) { return p - k - 1; },
+                    limits));
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
@@ -87,9 +117,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   // of 1F1B's highest per-microbatch memory on every rank, so that the last
   // ranks can run their I early and defer W to the end.
   const int p = problem.ranks;
-  return zeroBubble(
-      problem, placement, [&](int k) { return 2 * (p - k) - 2; },
-      std::vector<double>(p, *highest * (2.0 * p - 1) / p));
+  std::vector<double> limits(p, *highest * (2.0 * p - 1) / p);
+  return faster(problem, zeroBubbleChain(problem, placement, limits),
+                zeroBubble(
+                    problem, placement, [&](int k) { return 2 * (p - k) - 2; },
+                    limits));
 }
 
 llvm::Expected<std::vector<int>>
@@ -134,5 +166,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
                             *std::max_element(peaks->begin(), peaks->end()));
   policy.backwardFirst = false;
   policy.laterStageFirst = false;
-  return listSchedule(problem, *placement, policy);
+  return faster(problem,
+                zeroBubbleV(problem, *placement, policy.memoryLimit),
+                listSchedule(problem, *placement, policy));
 }

@@ -1,0 +1,150 @@
+//===- LowerBound.cpp - Memory-aware makespan lower bound -----------------===//
+//
+// Heads and tails are order statistics: the k-th F of a stage to start is
+// some microbatch's F, so its head bounds whichever F that is in a given
+// schedule, and since a rank runs one action at a time, the k-th F to start
+// is also the k-th to end and the (m - 1 - k)-th from last. That pairing
+// gives every job one head and one tail. Jackson's preemptive schedule
+// (always run the available job with the longest tail) is optimal for the
+// one-machine relaxation, so its largest completion-plus-tail is a bound.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/LowerBound.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <vector>
+
+using namespace stagecraft::pipe::sched;
+
+namespace {
+struct Job {
+  double head, cost, tail;
+};
+
+/// The makespan of Jackson's preemptive schedule of \p jobs on one machine.
+double jackson(std::vector<Job> jobs) {
+  std::sort(jobs.begin(), jobs.end(),
+            [](const Job &a, const Job &b) { return a.head < b.head; });
+  // Available jobs by tail, with their remaining time.
+  std::priority_queue<std::pair<double, double>> ready;
+  double now = 0.0, bound = 0.0;
+  size_t next = 0;
+  while (next < jobs.size() || !ready.empty()) {
+    if (ready.empty())
+      now = std::max(now, jobs[next].head);
+    while (next < jobs.size() && jobs[next].head <= now) {
+      ready.push({jobs[next].tail, jobs[next].cost});
+      ++next;
+    }
+    auto [tail, remaining] = ready.top();
+    ready.pop();
+    double until = next < jobs.size() ? jobs[next].head
+                                      : std::numeric_limits<double>::infinity();
+    if (now + remaining <= until) {
+      now += remaining;
+      bound = std::max(bound, now + tail);
+    } else {
+      ready.push({tail, remaining - (until - now)});
+      now = until;
+    }
+  }
+  return bound;
+}
+} // namespace
+
+double stagecraft::pipe::sched::memoryAwareLowerBound(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    llvm::ArrayRef<double> memoryLimit) {
+  const int n = problem.numStages(), m = problem.microbatches;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto cost = [&](int s, int type) {
+    const Stage &st = problem.stages[s];
+    return type == 0 ? st.forward
+                     : type == 1 ? st.backwardInput : st.backwardWeight;
+  };
+  auto lat = [&](int a, int b) {
+    return placement[a] == placement[b] ? 0.0 : problem.latency;
+  };
+  // K[s]: microbatches that may be between F(s) and I(s) at once.
+  std::vector<int> inFlight(n, m);
+  std::vector<double> open(problem.ranks, 0.0);
+  for (int s = 0; s < n; ++s) {
+    int r = placement[s];
+    open[r] += problem.stages[s].activation;
+    if (memoryLimit.empty() || open[r] <= 0.0)
+      continue;
+    double k = std::floor(memoryLimit[r] / open[r] + 1e-9);
+    if (k < 1.0)
+      return inf;
+    inFlight[s] = static_cast<int>(std::min<double>(k, m));
+  }
+  auto at = [&](int s, int k) { return static_cast<size_t>(s) * m + k; };
+  // Heads: start of the k-th F / I / W of a stage.
+  std::vector<double> hF(static_cast<size_t>(n) * m), hI(hF.size()),
+      hW(hF.size());
+  for (int k = 0; k < m; ++k) {
+    for (int s = 0; s < n; ++s) {
+      double h = 0.0;
+      if (s > 0)
+        h = hF[at(s - 1, k)] + cost(s - 1, 0) + lat(s - 1, s);
+      if (k > 0)
+        h = std::max(h, hF[at(s, k - 1)] + cost(s, 0));
+      if (k >= inFlight[s])
+        h = std::max(h, hI[at(s, k - inFlight[s])] + cost(s, 1));
+      hF[at(s, k)] = h;
+    }
+    for (int s = n - 1; s >= 0; --s) {
+      double h = hF[at(s, k)] + cost(s, 0);
+      if (s + 1 < n)
+        h = std::max(h, hI[at(s + 1, k)] + cost(s + 1, 1) + lat(s + 1, s));
+      if (k > 0)
+        h = std::max(h, hI[at(s, k - 1)] + cost(s, 1));
+      hI[at(s, k)] = h;
+      double w = h + cost(s, 1);
+      if (k > 0)
+        w = std::max(w, hW[at(s, k - 1)] + cost(s, 2));
+      hW[at(s, k)] = w;
+    }
+  }
+  // Tails: time after the end of the i-th from last F / I / W.
+  std::vector<double> tF(hF.size()), tI(hF.size()), tW(hF.size());
+  for (int i = 0; i < m; ++i) {
+    for (int s = 0; s < n; ++s) {
+      // The W of this and of the i later I all come after.
+      double t = (i + 1) * cost(s, 2);
+      tW[at(s, i)] = i * cost(s, 2);
+      if (s > 0)
+        t = std::max(t, lat(s, s - 1) + cost(s - 1, 1) + tI[at(s - 1, i)]);
+      if (i > 0)
+        t = std::max(t, cost(s, 1) + tI[at(s, i - 1)]);
+      if (i >= inFlight[s])
+        t = std::max(t, cost(s, 0) + tF[at(s, i - inFlight[s])]);
+      tI[at(s, i)] = t;
+    }
+    for (int s = n - 1; s >= 0; --s) {
+      double t = cost(s, 1) + tI[at(s, i)];
+      if (s + 1 < n)
+        t = std::max(t, lat(s, s + 1) + cost(s + 1, 0) + tF[at(s + 1, i)]);
+      if (i > 0)
+        t = std::max(t, cost(s, 0) + tF[at(s, i - 1)]);
+      tF[at(s, i)] = t;
+    }
+  }
+  std::vector<std::vector<Job>> jobs(problem.ranks);
+  for (int s = 0; s < n; ++s)
+    for (int k = 0; k < m; ++k) {
+      int r = placement[s];
+      jobs[r].push_back({hF[at(s, k)], cost(s, 0), tF[at(s, m - 1 - k)]});
+      jobs[r].push_back({hI[at(s, k)], cost(s, 1), tI[at(s, m - 1 - k)]});
+      jobs[r].push_back({hW[at(s, k)], cost(s, 2), tW[at(s, m - 1 - k)]});
+    }
+  double bound = 0.0;
+  for (auto &rankJobs : jobs)
+    if (!rankJobs.empty())
+      bound = std::max(bound, jackson(std::move(rankJobs)));
+  return bound;
+}

@@ -1,0 +1,37 @@
+//===- LowerBound.h - Memory-aware makespan lower bound ---------*- C++ -*-===//
+//
+// A lower bound on the makespan of every schedule of a problem on a given
+// placement whose live memory stays within a per-rank limit. Per stage, the
+// k-th forward (I, W) to start cannot start before an earliest time (head),
+// and the i-th from last cannot end later than a latest time before the end
+// (tail): the chain of F through the stages, the chain of I back, one action
+// at a time per rank, and memory: with a limit M on rank r, at most
+// floor(M / A) microbatches can be between F and I of a stage s of r, A
+// being the activation of s and of the stages of r before it (all live then),
+// so the k-th F of s starts after the (k - K)-th I of s ends. Each rank is
+// then a one-machine problem with heads and tails whose preemptive optimum
+// (Jackson's schedule) is a lower bound; the bound is the largest over ranks.
+// Overlapped F&B gains (DualPipe) are not modelled: schedules using them may
+// end sooner.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_LOWERBOUND_H
+#define STAGECRAFT_SCHEDULER_LOWERBOUND_H
+
+#include "scheduler/Problem.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+namespace stagecraft::pipe::sched {
+
+/// The memory-aware lower bound of \p problem on \p placement with per-rank
+/// limits \p memoryLimit (empty: no limit). Infinity when a limit is below
+/// what one microbatch needs on its rank.
+double memoryAwareLowerBound(const Problem &problem,
+                             llvm::ArrayRef<int> placement,
+                             llvm::ArrayRef<double> memoryLimit);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_LOWERBOUND_H
