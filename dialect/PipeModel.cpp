@@ -292,7 +292,7 @@ ScheduleOp stagecraft::pipe::buildProgram(
       loc, builder.getStringAttr(name),
       FlatSymbolRefAttr::get(pipeline.getSymNameAttr()),
       kind.empty() ? StringAttr() : builder.getStringAttr(kind), FloatAttr(),
-      FloatAttr(), DenseF64ArrayAttr(),
+      FloatAttr(), DenseF64ArrayAttr(), FloatAttr(),
       program.recompute ? builder.getUnitAttr() : UnitAttr());
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&op.getBody().emplaceBlock());

@@ -108,8 +108,10 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     `pipe.backward_input` and one `pipe.backward_weight`. That the order can
     run (no deadlock) is checked by `--pipe-verify-schedule`.
 
-    `--pipe-simulate` records `makespan`, `bubble_ratio` and `peak_memory`
-    (one entry per rank) as attributes.
+    `--pipe-simulate` records `makespan`, `bubble_ratio`, `peak_memory`
+    (one entry per rank) and `span` (the largest per-rank span, first action
+    start to last action end on one rank: the figure the zero-bubble papers
+    quote) as attributes.
 
     ```mlir
     pipe.schedule @demo_1f1b for @demo {
@@ -131,6 +133,7 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     OptionalAttr<F64Attr>:$makespan,
     OptionalAttr<F64Attr>:$bubble_ratio,
     OptionalAttr<DenseF64ArrayAttr>:$peak_memory,
+    OptionalAttr<F64Attr>:$span,
     UnitAttr:$recompute
   );
   let regions = (region SizedRegion<1>:$body);

@@ -66,14 +66,19 @@ struct SchedulePass
       if (!choice.empty()) {
         op->setAttr("auto_choice", builder.getStringAttr(choice));
         op->setAttr("lower_bound", builder.getF64FloatAttr(bound));
+        op->setAttr("memory_aware_bound",
+                    builder.getF64FloatAttr(memoryAwareBound));
       }
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));
     }
   }
 
+  /// The memory-aware bound of the last `auto` search.
+  double memoryAwareBound = 0.0;
+
   /// The schedule of \p problem for the pass options. For `auto`, sets
-  /// \p choice and \p bound.
+  /// \p choice and \p bound (and `memoryAwareBound`).
   llvm::Expected<sched::Schedule> generate(const sched::Problem &problem,
                                            std::string &choice,
                                            double &bound) {
@@ -98,6 +103,7 @@ struct SchedulePass
         return result.takeError();
       choice = result->name;
       bound = result->lowerBound;
+      memoryAwareBound = result->memoryAwareBound;
       return std::move(result->schedule);
     }
     llvm::Expected<sched::ScheduleKind> parsed = sched::parseScheduleKind(kind);

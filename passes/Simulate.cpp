@@ -1,7 +1,7 @@
 //===- Simulate.cpp - --pipe-simulate -------------------------------------===//
 //
-// Simulates every schedule and records makespan, bubble ratio and per-rank
-// peak memory as attributes of the schedule op.
+// Simulates every schedule and records makespan, bubble ratio, per-rank
+// peak memory and the largest per-rank span as attributes of the schedule op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +30,7 @@ struct SimulatePass
       op.setMakespanAttr(b.getF64FloatAttr(timeline->makespan));
       op.setBubbleRatioAttr(b.getF64FloatAttr(timeline->bubbleRatio));
       op.setPeakMemoryAttr(b.getDenseF64ArrayAttr(timeline->peakMemory));
+      op.setSpanAttr(b.getF64FloatAttr(timeline->maxSpan()));
       return success();
     };
     if (failed(forEachSchedule(getOperation(), record)))

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <random>
 
 using namespace stagecraft::pipe::sched;
 
@@ -215,6 +216,75 @@ public:
   double smallestPeak = std::numeric_limits<double>::infinity();
 };
 } // namespace
+
+/// The objective of the local search: makespan first, then the sum of the
+/// ranks' end times (which lets equal-makespan moves drift towards schedules
+/// whose non-critical ranks finish early, where the next move can help).
+struct Score {
+  double makespan = std::numeric_limits<double>::infinity();
+  double ends = 0.0;
+  bool betterOrEqual(const Score &o) const {
+    if (makespan < o.makespan - 1e-9)
+      return true;
+    return makespan <= o.makespan + 1e-9 && ends <= o.ends + 1e-9;
+  }
+};
+
+static Score score(const Search &search, const Schedule &schedule) {
+  llvm::Expected<Timeline> t = simulate(search.problem, schedule);
+  if (!t) {
+    llvm::consumeError(t.takeError());
+    return {};
+  }
+  for (double peak : t->peakMemory)
+    if (peak > search.limit * (1 + 1e-9) + 1e-12)
+      return {};
+  Score result{t->makespan, 0.0};
+  for (const auto &rank : t->ranks)
+    if (!rank.empty())
+      result.ends += rank.back().end;
+  return result;
+}
+
+/// Moves one action of one rank a few positions earlier or later, keeping
+/// the move when the order stays valid, within memory and no worse; stops
+/// after \p maxSteps tries or at the time limit. Deterministic: the moves
+/// come from a fixed-seed generator.
+static void improveOrders(Search &search, int maxSteps) {
+  Schedule current = search.best.schedule;
+  Score now = score(search, current);
+  if (!std::isfinite(now.makespan))
+    return;
+  std::mt19937 rng(12345);
+  const int p = current.numRanks();
+  for (int step = 0; step < maxSteps && !search.outOfTime(); ++step) {
+    int r = std::uniform_int_distribution<int>(0, p - 1)(rng);
+    std::vector<Action> &order = current.ranks[r];
+    if (order.size() < 2)
+      continue;
+    int from = std::uniform_int_distribution<int>(
+        0, static_cast<int>(order.size()) - 1)(rng);
+    int shift = std::uniform_int_distribution<int>(-6, 6)(rng);
+    int to = std::clamp(from + shift, 0, static_cast<int>(order.size()) - 1);
+    if (to == from)
+      continue;
+    Action moved = order[from];
+    order.erase(order.begin() + from);
+    order.insert(order.begin() + to, moved);
+    Score candidate = score(search, current);
+    if (candidate.betterOrEqual(now)) {
+      if (candidate.makespan < now.makespan - 1e-9)
+        search.consider(current, search.best.name.find("local search") ==
+                                         std::string::npos
+                                     ? search.best.name + " + local search"
+                                     : search.best.name);
+      now = candidate;
+    } else {
+      order.erase(order.begin() + to);
+      order.insert(order.begin() + from, moved);
+    }
+  }
+}
 
 double stagecraft::pipe::sched::lowerBound(const Problem &problem) {
   double bound = std::numeric_limits<double>::infinity();
@@ -419,6 +489,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
         }
     }
   }
+
+  // 4. Local search over the per-rank orders of the best schedule.
+  if (search.found)
+    improveOrders(search, options.maxLocalSteps);
 
   search.report(/*final=*/true);
   if (!search.found)

@@ -32,6 +32,9 @@ struct AutoOptions {
   double memoryLimit = 0.0;
   /// Wall-clock budget of the search in seconds.
   double timeLimit = 10.0;
+  /// Moves the local search over per-rank orders tries (each verified and
+  /// simulated) before it stops, if the time limit does not stop it first.
+  int maxLocalSteps = 20000;
   /// Called every `progressInterval` seconds while the search runs, and once
   /// at the end if it ran longer than that.
   std::function<void(const AutoProgress &)> progress;

@@ -85,14 +85,18 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      "(makespan / bound {:.4f})\n",
                      timeline.makespan, timeline.bubbleRatio, bound,
                      bound > 0.0 ? timeline.makespan / bound : 1.0);
-  out += fmt::format("{:>5}  {:>10}  {:>12}  {}\n", "rank", "busy",
-                     "peak memory", "stages");
+  out += fmt::format("span {:.6g} (largest per-rank span, first start to "
+                     "last end on one rank: the zero-bubble papers' figure)\n",
+                     timeline.maxSpan());
+  out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {}\n", "rank", "busy",
+                     "span", "peak memory", "stages");
   for (int r = 0; r < schedule.numRanks(); ++r) {
     std::string stages;
     for (int s : schedule.stagesOf(r))
       stages += (stages.empty() ? "@" : " @") + problem.stages[s].name;
-    out += fmt::format("{:>5}  {:>10.6g}  {:>12.6g}  {}\n", r,
-                       timeline.busy[r], timeline.peakMemory[r], stages);
+    out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {}\n", r,
+                       timeline.busy[r], timeline.span[r],
+                       timeline.peakMemory[r], stages);
   }
   out += renderAsciiTimeline(schedule, timeline, width);
   return out;

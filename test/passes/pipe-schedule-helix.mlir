@@ -18,7 +18,7 @@
 // CHECK: pipe.rank 1 stages [@b1] {
 // CHECK-DAG: pipe.attention_forward @b0 mb 0
 // CHECK-DAG: pipe.attention_forward @b1 mb 1
-// NORECOMPUTE: makespan = 1.200000e+01 : f64, peak_memory = array<f64: {{[^>]*}}>} {
+// NORECOMPUTE: makespan = 1.200000e+01 : f64, peak_memory = array<f64: {{[^>]*}}>, span = {{[^}]*}}} {
 // NORECOMPUTE-NOT: recompute}
 // OTHER: error: cannot schedule pipeline @h as zb-h1: stage @b0 has attention(...), a separate task that only kind=helix schedules
 // Tests the transfers around attention: Q, K, V to the attention rank, its

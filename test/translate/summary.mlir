@@ -4,15 +4,16 @@
 // RUN: stagecraft-opt %examples/demo.mlir --pipe-schedule="kind=1f1b" --pipe-schedule="kind=gpipe" | stagecraft-translate --pipe-to-summary --schedule-name=demo_gpipe | FileCheck %s --check-prefix=CHOSEN
 // RUN: not stagecraft-translate --pipe-to-summary %t.does-not-exist 2>&1 | FileCheck %s --check-prefix=FILE
 
-// Tests the summary: figures, per-rank table and a timeline at 2 columns
-// per unit.
+// Tests the summary: figures, per-rank table (busy time, span from first
+// start to last end, peak memory) and a timeline at 2 columns per unit.
 // CHECK: schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches, latency 0
 // CHECK-NEXT: makespan 33, bubble ratio 0.2727, lower bound 27 (makespan / bound 1.2222)
-// CHECK-NEXT:  rank        busy   peak memory  stages
-// CHECK-NEXT:     0          24             4  @s0
-// CHECK-NEXT:     1          24             3  @s1
-// CHECK-NEXT:     2          24             2  @s2
-// CHECK-NEXT:     3          24             1  @s3
+// CHECK-NEXT: span 33 (largest per-rank span, first start to last end on one rank: the zero-bubble papers' figure)
+// CHECK-NEXT:  rank        busy        span   peak memory  stages
+// CHECK-NEXT:     0          24          33             4  @s0
+// CHECK-NEXT:     1          24          30             3  @s1
+// CHECK-NEXT:     2          24          27             2  @s2
+// CHECK-NEXT:     3          24          24             1  @s3
 // CHECK-NEXT: timeline: 1 column = 0.5 time units
 // CHECK-NEXT: rank 0 |F0F1F2F3............B0  F4B1  F5B2  F6B3  F7B4  ..B5  ..B6  ..B7  |
 // CHECK-NEXT: rank 1 |..F0F1F2........B0  F3B1  F4B2  F5B3  F6B4  F7B5  ..B6  ..B7  ....|
