@@ -52,10 +52,10 @@ TEST(Report, SummaryListsMakespanBubbleAndPeakPerRank) {
                       "(makespan / bound 1.2222)"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("    0          24             4  @s0"),
+  EXPECT_NE(text.find("    0          24          33             4  @s0"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("    3          24             1  @s3"),
+  EXPECT_NE(text.find("    3          24          24             1  @s3"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("rank 3 |"), std::string::npos);
