@@ -1,0 +1,249 @@
+//===- ExactSearch.cpp - Exact makespan search for small problems ---------===//
+//
+// Depth-first: a node is a set of appended actions with fixed start times and
+// the time `now` of the latest start. Children append one action whose
+// inputs are all appended, that memory admits on its rank and that starts no
+// earlier than `now` (for an equal start, on a rank no lower than the last
+// one's unless that one took no time: actions starting together on
+// different ranks are independent, so one order of them suffices).
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/ExactSearch.h"
+#include "scheduler/LowerBound.h"
+#include "scheduler/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+using namespace stagecraft::pipe::sched;
+
+namespace {
+constexpr double kEps = 1e-9;
+
+class Searcher {
+public:
+  Searcher(const Problem &problem, llvm::ArrayRef<int> placement,
+           const ExactOptions &options)
+      : problem(problem), placement(placement), options(options),
+        n(problem.numStages()), m(problem.microbatches), p(problem.ranks),
+        start(std::chrono::steady_clock::now()) {
+    const size_t total = static_cast<size_t>(3) * n * m;
+    finish.assign(total, -1.0);
+    clock.assign(p, 0.0);
+    live.assign(p, 0.0);
+    remaining.assign(p, 0.0);
+    orders.resize(p);
+    for (int s = 0; s < n; ++s)
+      for (int j = 0; j < m; ++j)
+        for (int type = 0; type < 3; ++type)
+          remaining[placement[s]] += cost(type, s);
+    nextFirstForward = 0;
+  }
+
+  void run(double upper, std::optional<Schedule> initial) {
+    bestMakespan = upper;
+    if (initial)
+      best = std::move(*initial);
+    dfs(0.0, -1, false);
+  }
+
+  const Problem &problem;
+  llvm::ArrayRef<int> placement;
+  const ExactOptions &options;
+  const int n, m, p;
+  double bestMakespan = std::numeric_limits<double>::infinity();
+  double bound = 0.0;
+  std::optional<Schedule> best;
+  long long nodes = 0;
+  bool stopped = false;
+
+private:
+  size_t id(int type, int s, int j) const {
+    return (static_cast<size_t>(type) * n + s) * m + j;
+  }
+  double cost(int type, int s) const {
+    const Stage &st = problem.stages[s];
+    return type == 0 ? st.forward
+                     : type == 1 ? st.backwardInput : st.backwardWeight;
+  }
+  double limit(int r) const {
+    return options.memoryLimit.empty() ? std::numeric_limits<double>::infinity()
+                                       : options.memoryLimit[r];
+  }
+  double lat(int a, int b) const {
+    return placement[a] == placement[b] ? 0.0 : problem.latency;
+  }
+  /// Earliest start of (type, s, j), or -1 when an input is not appended.
+  double earliest(int type, int s, int j) const {
+    double t = clock[placement[s]];
+    auto need = [&](size_t dep, double delay) {
+      if (finish[dep] < 0.0)
+        return false;
+      t = std::max(t, finish[dep] + delay);
+      return true;
+    };
+    if (type == 0) {
+      if (s > 0 && !need(id(0, s - 1, j), lat(s - 1, s)))
+        return -1.0;
+    } else if (type == 1) {
+      if (!need(id(0, s, j), 0.0))
+        return -1.0;
+      if (s + 1 < n && !need(id(1, s + 1, j), lat(s + 1, s)))
+        return -1.0;
+    } else if (!need(id(1, s, j), 0.0)) {
+      return -1.0;
+    }
+    return t;
+  }
+  bool outOfTime() {
+    if (stopped)
+      return true;
+    if ((nodes & 1023) == 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      start)
+                .count() > options.timeLimit)
+      stopped = true;
+    return stopped;
+  }
+
+  void dfs(double now, int lastRank, bool lastFree);
+
+  std::vector<double> finish, clock, live, remaining;
+  std::vector<std::vector<Action>> orders;
+  int nextFirstForward;
+  size_t appended = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
+void Searcher::dfs(double now, int lastRank, bool lastFree) {
+  ++nodes;
+  if (outOfTime() || bestMakespan <= bound + kEps)
+    return;
+  if (appended == finish.size()) {
+    double makespan = *std::max_element(clock.begin(), clock.end());
+    if (makespan < bestMakespan - kEps) {
+      bestMakespan = makespan;
+      Schedule s;
+      s.placement.assign(placement.begin(), placement.end());
+      s.ranks = orders;
+      best = std::move(s);
+    }
+    return;
+  }
+  for (int r = 0; r < p; ++r)
+    if (std::max(clock[r], now) + remaining[r] >= bestMakespan - kEps)
+      return;
+  struct Child {
+    double start;
+    int type, s, j;
+  };
+  std::vector<Child> children;
+  for (int s = 0; s < n; ++s) {
+    int r = placement[s];
+    for (int j = 0; j < m; ++j)
+      for (int type = 0; type < 3; ++type) {
+        if (finish[id(type, s, j)] >= 0.0)
+          continue;
+        if (type == 0 && s == 0 && j != nextFirstForward)
+          continue;
+        if (type == 0 && live[r] + problem.stages[s].activation >
+                             limit(r) + kEps)
+          continue;
+        double t = earliest(type, s, j);
+        if (t < 0.0 || t < now - kEps)
+          continue;
+        if (t <= now + kEps && r < lastRank && !lastFree)
+          continue;
+        children.push_back({t, type, s, j});
+      }
+  }
+  // Backwards first among equal starts finds good schedules sooner.
+  std::sort(children.begin(), children.end(),
+            [](const Child &a, const Child &b) {
+              if (a.start != b.start)
+                return a.start < b.start;
+              return (a.type + 2) % 3 < (b.type + 2) % 3;
+            });
+  for (const Child &c : children) {
+    int r = placement[c.s];
+    const Stage &st = problem.stages[c.s];
+    double cst = cost(c.type, c.s);
+    double savedClock = clock[r], savedLive = live[r];
+    size_t task = id(c.type, c.s, c.j);
+    finish[task] = c.start + cst;
+    clock[r] = c.start + cst;
+    remaining[r] -= cst;
+    live[r] += c.type == 0 ? st.activation
+               : c.type == 1 ? -(st.activation - st.weightGrad)
+                             : -st.weightGrad;
+    ActionKind kind = c.type == 0   ? ActionKind::Forward
+                      : c.type == 1 ? ActionKind::BackwardInput
+                                    : ActionKind::BackwardWeight;
+    orders[r].push_back({kind, c.s, c.j});
+    if (c.type == 0 && c.s == 0)
+      ++nextFirstForward;
+    ++appended;
+    dfs(c.start, r, cst <= 0.0);
+    --appended;
+    if (c.type == 0 && c.s == 0)
+      --nextFirstForward;
+    orders[r].pop_back();
+    live[r] = savedLive;
+    remaining[r] += cst;
+    clock[r] = savedClock;
+    finish[task] = -1.0;
+    if (stopped || bestMakespan <= bound + kEps)
+      return;
+  }
+}
+} // namespace
+
+llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    const ExactOptions &options) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  for (const Stage &s : problem.stages)
+    if (s.forwardBackward || s.attention || s.recomputed)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("the exact search handles F, I and W only; stage @{} "
+                      "has overlapped, attention or recomputation costs",
+                      s.name));
+  Searcher searcher(problem, placement, options);
+  searcher.bound =
+      memoryAwareLowerBound(problem, placement, options.memoryLimit);
+  double upper = std::numeric_limits<double>::infinity();
+  if (options.initial &&
+      llvm::ArrayRef<int>(options.initial->placement) == placement) {
+    llvm::Expected<Timeline> t = simulate(problem, *options.initial);
+    if (!t)
+      return t.takeError();
+    bool fits = true;
+    for (int r = 0; r < problem.ranks; ++r)
+      if (!options.memoryLimit.empty() &&
+          t->peakMemory[r] > options.memoryLimit[r] + kEps)
+        fits = false;
+    if (fits)
+      upper = t->makespan;
+  }
+  searcher.run(upper, std::isfinite(upper) ? options.initial : std::nullopt);
+  if (!searcher.best)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        searcher.stopped
+            ? std::string("the exact search found no schedule within its "
+                          "time limit")
+            : std::string("no schedule fits the memory limits"));
+  ExactResult result;
+  result.schedule = std::move(*searcher.best);
+  result.makespan = searcher.bestMakespan;
+  result.lowerBound = searcher.bound;
+  result.optimal = !searcher.stopped;
+  result.nodes = searcher.nodes;
+  return result;
+}

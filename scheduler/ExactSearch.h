@@ -1,0 +1,59 @@
+//===- ExactSearch.h - Exact makespan search for small problems -*- C++ -*-===//
+//
+// A branch-and-bound over the per-rank orders of F, I and W on a fixed
+// placement under per-rank memory limits: the reference the heuristics are
+// measured against. Actions are appended in order of their start times (ties
+// in any order), each starting as early as its rank and its inputs allow, so
+// every schedule the simulator can produce is enumerated; microbatches are
+// interchangeable, so forwards of the first stage go in microbatch order. A
+// branch is cut when every rank's remaining work, started no earlier than
+// the current time, cannot beat the best makespan found, or when the
+// memory-aware lower bound is reached. The search is exponential: it states
+// whether it proved optimality or stopped at its time or node limit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_EXACTSEARCH_H
+#define STAGECRAFT_SCHEDULER_EXACTSEARCH_H
+
+#include "scheduler/Schedule.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+
+namespace stagecraft::pipe::sched {
+
+struct ExactOptions {
+  /// Per-rank memory limit; empty: none.
+  std::vector<double> memoryLimit;
+  /// Wall-clock limit in seconds.
+  double timeLimit = 10.0;
+  /// A schedule to start from (its makespan is the first upper bound);
+  /// ignored unless it is on the searched placement and fits the limits.
+  std::optional<Schedule> initial;
+};
+
+struct ExactResult {
+  /// The best schedule found (split backward).
+  Schedule schedule;
+  double makespan = 0.0;
+  /// The memory-aware lower bound used to stop early.
+  double lowerBound = 0.0;
+  /// True when the search finished: `makespan` is optimal for this
+  /// placement and memory limit.
+  bool optimal = false;
+  long long nodes = 0;
+};
+
+/// Searches the orders of \p problem on \p placement. Fails if the problem
+/// is invalid, a stage has overlapped or attention costs, or no schedule
+/// fits the memory limits.
+llvm::Expected<ExactResult> exactSchedule(const Problem &problem,
+                                          llvm::ArrayRef<int> placement,
+                                          const ExactOptions &options);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_EXACTSEARCH_H
