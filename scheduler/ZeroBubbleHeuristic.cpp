@@ -87,6 +87,9 @@ public:
   /// cannot place an action within memory.
   std::optional<std::vector<std::vector<std::pair<int, int>>>>
   run(bool allowBubbleBeforeFirstI, bool prioritizeI, bool noBubbleGreedy);
+  /// The makespan the last run estimated; never above the simulated one
+  /// (an input not yet placed counts as ready at 0).
+  double estimate() const { return *std::max_element(e.begin(), e.end()); }
 
 private:
   double cost(int j, int type) const { return u[j].cost[type]; }
@@ -272,6 +275,8 @@ public:
   struct Result {
     std::vector<std::vector<std::array<int, 3>>> order;
     std::vector<double> bubble;
+    /// The makespan of these orders (every input is placed first).
+    double makespan;
   };
   std::optional<Result> run(bool fillF, bool fillB,
                             const std::vector<double> &approved);
@@ -486,25 +491,42 @@ VHeuristic::run(bool fillF, bool fillB, const std::vector<double> &approvedIn) {
   for (int r = 0; r < n; ++r)
     if (order[r].size() != static_cast<size_t>(6 * nmb))
       return std::nullopt;
-  return Result{order, bubble};
+  return Result{order, bubble,
+                *std::max_element(curTime.begin(), curTime.end())};
 }
 
-/// Keeps the fastest valid schedule among candidates.
+/// Keeps the fastest valid schedule among candidates. Candidates come with
+/// the heuristic's estimate of their makespan, a lower bound of the
+/// simulated one, so only those whose estimate beats the best so far are
+/// simulated (fastest estimate first).
 struct Best {
   std::optional<Schedule> schedule;
   double makespan = 0.0;
   std::string lastError;
+  std::vector<std::pair<double, Schedule>> pending;
 
-  void consider(const Problem &problem, Schedule s) {
-    llvm::Expected<Timeline> t = simulate(problem, s);
-    if (!t) {
-      lastError = llvm::toString(t.takeError());
-      return;
+  void add(double estimate, Schedule s) {
+    pending.push_back({estimate, std::move(s)});
+  }
+  void settle(const Problem &problem) {
+    std::stable_sort(pending.begin(), pending.end(),
+                     [](const auto &a, const auto &b) {
+                       return a.first < b.first;
+                     });
+    for (auto &[estimate, s] : pending) {
+      if (schedule && estimate >= makespan - kEps)
+        break;
+      llvm::Expected<Timeline> t = simulate(problem, s);
+      if (!t) {
+        lastError = llvm::toString(t.takeError());
+        continue;
+      }
+      if (!schedule || t->makespan < makespan - kEps) {
+        schedule = std::move(s);
+        makespan = t->makespan;
+      }
     }
-    if (!schedule || t->makespan < makespan - kEps) {
-      schedule = std::move(s);
-      makespan = t->makespan;
-    }
+    pending.clear();
   }
 };
 } // namespace
@@ -541,8 +563,9 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleChain(
     for (size_t k = 0; k < blocks.size(); ++k)
       for (auto [type, mb] : (*order)[k])
         emit(s.ranks[blockRank[k]], blocks[k], type, mb);
-    best.consider(problem, std::move(s));
+    best.add(heuristic.estimate(), std::move(s));
   }
+  best.settle(problem);
   if (!best.schedule)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -581,7 +604,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
         for (int r = 0; r < p; ++r)
           for (auto [type, chunk, mb] : result->order[r])
             emit(s.ranks[r], {chunk == 0 ? r : n - 1 - r}, type, mb);
-        best.consider(problem, std::move(s));
+        best.add(result->makespan, std::move(s));
         double largest =
             *std::max_element(result->bubble.begin(), result->bubble.end());
         if (largest >= previous - kEps)
@@ -590,6 +613,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
         approved = result->bubble;
       }
     }
+  best.settle(problem);
   if (!best.schedule)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
