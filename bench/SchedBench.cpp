@@ -1,7 +1,8 @@
 //===- SchedBench.cpp - Scheduler library speed and quality ---------------===//
 //
 // Times generate + verify + simulate in the scheduler library for each fixed
-// kind over a range of sizes, up to 64 ranks x 1024 microbatches x 2 chunks,
+// kind over a range of sizes, up to 64 ranks x 1024 microbatches x 2 chunks
+// (zero-bubble kinds: 2 stages per rank),
 // and prints a Markdown table with the makespan and bubble of each result.
 // Each figure is the best of several repetitions.
 //
@@ -43,10 +44,19 @@ int main(int argc, char **argv) {
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   int failures = 0;
   for (const Case &c : cases) {
-    for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-                              ScheduleKind::Interleaved1F1B}) {
+    for (ScheduleKind kind :
+         {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+          ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
+          ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
       bool interleaved = kind == ScheduleKind::Interleaved1F1B;
-      if (interleaved != (c.chunks > 1))
+      bool vShape =
+          kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipeV;
+      bool zeroBubble =
+          kind == ScheduleKind::ZBH1 || kind == ScheduleKind::ZBH2;
+      // Zero-bubble kinds on 2 stages per rank (contiguous blocks for
+      // zb-h1/zb-h2, the V for zb-v/dualpipev); the others as before.
+      if (zeroBubble || vShape ? c.chunks != 2
+                               : interleaved != (c.chunks > 1))
         continue;
       Problem problem = makeProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
       double bestGen = 1e30, bestSim = 1e30;
