@@ -99,8 +99,9 @@ TEST(ExactSearch, OptimumBracketsBoundKindsAndAuto) {
                       memoryAwareLowerBound(problem, placement, limits))
                 << where;
             Timeline t = generateAndSimulate(problem, {kind});
-            if (highest(t.peakMemory) <= budget + 1e-9)
+            if (highest(t.peakMemory) <= budget + 1e-9) {
               EXPECT_LE(exact->makespan, t.makespan + 1e-9) << where;
+            }
             optimum = std::min(optimum, exact->makespan);
             allProven &= exact->optimal;
           }
