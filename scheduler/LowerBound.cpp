@@ -83,9 +83,47 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     inFlight[s] = static_cast<int>(std::min<double>(k, m));
   }
   auto at = [&](int s, int k) { return static_cast<size_t>(s) * m + k; };
+  // Activation of s and the stages of its rank before it: what a
+  // microbatch between F(s) and I(s) holds at least.
+  std::vector<double> held(n);
+  {
+    std::vector<double> sum(problem.ranks, 0.0);
+    for (int s = 0; s < n; ++s)
+      held[s] = sum[placement[s]] += problem.stages[s].activation;
+  }
   // Heads: start of the k-th F / I / W of a stage.
   std::vector<double> hF(static_cast<size_t>(n) * m), hI(hF.size()),
       hW(hF.size());
+  // When the k-th F of s starts, of the k microbatches before it x have
+  // run I(s) and y <= x also W(s); the others hold `held[s]`, those between
+  // I and W at least weight_grad. So (k - x) held + (x - y) weight_grad +
+  // held (the new one) fits the limit, and the F starts after the x-th I
+  // and the y-th W end. The earliest such time over the feasible (x, y).
+  auto memoryHead = [&](int s, int k) {
+    if (memoryLimit.empty() || k == 0)
+      return 0.0;
+    const double a = held[s], g = problem.stages[s].weightGrad;
+    const double room = memoryLimit[placement[s]] - a;
+    double best = inf;
+    for (int y = 0; y <= k; ++y) {
+      double wEnd = y > 0 ? hW[at(s, y - 1)] + cost(s, 2) : 0.0;
+      if (wEnd >= best)
+        break;
+      // The fewest I done that fit, given y W done.
+      int x = y;
+      if (a > g) {
+        double need = (k * a - y * g - room) / (a - g);
+        x = std::max(y, static_cast<int>(std::ceil(need - 1e-9)));
+      } else if ((k - y) * a > room + 1e-9) {
+        continue;
+      }
+      if (x > k)
+        continue;
+      double iEnd = x > 0 ? hI[at(s, x - 1)] + cost(s, 1) : 0.0;
+      best = std::min(best, std::max(wEnd, iEnd));
+    }
+    return best;
+  };
   for (int k = 0; k < m; ++k) {
     for (int s = 0; s < n; ++s) {
       double h = 0.0;
@@ -95,6 +133,7 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
         h = std::max(h, hF[at(s, k - 1)] + cost(s, 0));
       if (k >= inFlight[s])
         h = std::max(h, hI[at(s, k - inFlight[s])] + cost(s, 1));
+      h = std::max(h, memoryHead(s, k));
       hF[at(s, k)] = h;
     }
     for (int s = n - 1; s >= 0; --s) {

@@ -8,7 +8,9 @@
 // at a time per rank, and memory: with a limit M on rank r, at most
 // floor(M / A) microbatches can be between F and I of a stage s of r, A
 // being the activation of s and of the stages of r before it (all live then),
-// so the k-th F of s starts after the (k - K)-th I of s ends. Each rank is
+// so the k-th F of s starts after the (k - K)-th I of s ends; counting also
+// the weight_grad that microbatches between I and W keep, the k-th F waits
+// for enough I and W to have ended that all of it fits. Each rank is
 // then a one-machine problem with heads and tails whose preemptive optimum
 // (Jackson's schedule) is a lower bound; the bound is the largest over ranks.
 // Overlapped F&B gains (DualPipe) are not modelled: schedules using them may
