@@ -17,6 +17,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "mlir/IR/SymbolTable.h"
 
 namespace stagecraft::pipe {
@@ -31,6 +34,43 @@ namespace {
 struct SchedulePass
     : public stagecraft::pipe::impl::PipeSchedulePassBase<SchedulePass> {
   using PipeSchedulePassBase::PipeSchedulePassBase;
+
+  /// Checks integer options before LLVM's parser sees them (its own message
+  /// for an out-of-range integer goes to stderr, leaving the pipeline error
+  /// empty) and every value after: finite, in range.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    llvm::SmallVector<StringRef> parts;
+    options.split(parts, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef part : parts) {
+      auto [key, value] = part.split('=');
+      if (key != "chunks" && key != "folds")
+        continue;
+      long long parsed = 0;
+      if (value.getAsInteger(10, parsed) || parsed < 0 ||
+          parsed > std::numeric_limits<int>::max())
+        return errorHandler(fmt::format(
+            "pipe-schedule: {}={} is not an integer in [0, {}]", key.str(),
+            value.str(), std::numeric_limits<int>::max()));
+    }
+    if (failed(PipeSchedulePassBase::initializeOptions(options, errorHandler)))
+      return failure();
+    if (!std::isfinite(memoryLimit) || memoryLimit < 0.0)
+      return errorHandler(fmt::format(
+          "pipe-schedule: memory-limit={} must be a finite number >= 0 (0: "
+          "1F1B's highest peak for auto, no limit for the fixed kinds)",
+          double(memoryLimit)));
+    if (!std::isfinite(timeLimit) || timeLimit <= 0.0)
+      return errorHandler(
+          fmt::format("pipe-schedule: time-limit={} must be a finite number "
+                      "of seconds > 0",
+                      double(timeLimit)));
+    if (folds < 1)
+      return errorHandler(fmt::format(
+          "pipe-schedule: folds={} must be at least 1", int(folds)));
+    return success();
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -103,7 +103,9 @@ struct Item {
 std::vector<Item> helixForwardOrder(int p, int mbs, int blocks,
                                     bool lastHasAttention, int folds) {
   std::vector<Item> forward;
-  const int groupSpan = p * folds;
+  // At most all microbatches in one group (p * folds may overflow int).
+  const int groupSpan = static_cast<int>(
+      std::min<long long>(static_cast<long long>(p) * folds, mbs));
   for (int m0 = 0; m0 < mbs; m0 += groupSpan) {
     int m1 = std::min(mbs, m0 + groupSpan);
     for (int j = 0; j < blocks; ++j)

@@ -61,11 +61,12 @@ stagecraft::pipe::sched::placeRoundRobin(const Problem &problem, int chunks) {
   if (chunks < 1)
     return placementError(
         fmt::format("chunks must be at least 1, got {}", chunks));
-  if (n != p * chunks)
+  const long long needed = static_cast<long long>(p) * chunks;
+  if (needed != n)
     return placementError(fmt::format(
         "interleaved placement with {} chunks on {} ranks needs {} stages, "
         "pipeline @{} has {}",
-        chunks, p, p * chunks, problem.name, n));
+        chunks, p, needed, problem.name, n));
   std::vector<int> placement(n);
   for (int s = 0; s < n; ++s) {
     placement[s] = s % p;

@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 using namespace stagecraft::pipe::sched;
 
 char CsvError::ID = 0;
@@ -134,7 +136,8 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
       if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
         cell = cell.drop_front().drop_back().trim();
       if (!cell.empty()) {
-        size_t digits = cell.find_if_not(llvm::isDigit);
+        // A cell of digits only has no kind letter: npos would overrun.
+        size_t digits = std::min(cell.find_if_not(llvm::isDigit), cell.size());
         llvm::StringRef stageText = cell.take_front(digits);
         llvm::StringRef rest = cell.drop_front(digits);
         size_t tail = rest.find_if(llvm::isDigit);
