@@ -12,6 +12,8 @@
 
 #include "scheduler/TaskGraph.h"
 
+#include <limits>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -185,6 +187,12 @@ LogicalResult PipelineOp::verifyRegions() {
            << "has no rank(K) while @" << firstPinned.getSymName()
            << " is pinned: pin every stage or none"
            << "";
+  // The scheduler counts ranks and microbatches in int.
+  constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
+  if (getRanks() > kMaxCount || getMicrobatches() > kMaxCount)
+    return emitOpError() << "ranks(" << getRanks() << ") and microbatches("
+                         << getMicrobatches() << ") must each be at most "
+                         << kMaxCount;
   if (llvm::Error err = sched::validateProblem(problemFromPipeline(*this)))
     return emitOpError() << llvm::toString(std::move(err));
   return success();

@@ -83,6 +83,10 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "helix: groups of ranks microbatches interleaved layer by layer">,
     Option<"recompute", "recompute", "bool", /*default=*/"true",
            "helix: backwards recompute their block's forward">,
+    Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
+           "Refuse pipelines needing more actions (stages x microbatches x "
+           "3) than this: each costs about 200 bytes of IR, so the default "
+           "(2^24) stays near 3 GB">,
   ];
 }
 

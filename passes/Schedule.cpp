@@ -69,6 +69,10 @@ struct SchedulePass
     if (folds < 1)
       return errorHandler(fmt::format(
           "pipe-schedule: folds={} must be at least 1", int(folds)));
+    if (maxActions < 1)
+      return errorHandler(fmt::format(
+          "pipe-schedule: max-actions={} must be at least 1",
+          int64_t(maxActions)));
     return success();
   }
 
@@ -86,6 +90,17 @@ struct SchedulePass
         }
       }
       sched::Problem problem = problemFromPipeline(pipeline);
+      int64_t actions = int64_t(problem.numStages()) * problem.microbatches * 3;
+      if (actions > maxActions) {
+        pipeline.emitError() << fmt::format(
+            "pipeline @{} needs {} actions ({} stages x {} microbatches x 3), "
+            "above max-actions={}; raise it with --pipe-schedule=\"... "
+            "max-actions=N\" if the machine has the memory (about 200 bytes "
+            "each)",
+            problem.name, actions, problem.numStages(), problem.microbatches,
+            int64_t(maxActions));
+        return signalPassFailure();
+      }
       std::string choice;
       double bound = 0.0;
       llvm::Expected<sched::Schedule> schedule = generate(problem, choice, bound);

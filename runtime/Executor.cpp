@@ -305,6 +305,34 @@ private:
                                 sched::describeTag(found, plan.stageNames),
                                 sched::describeTag(use.tag, plan.stageNames)));
   }
+  /// The timed kernel: sleeps `cost` time units in slices, so that another
+  /// rank's failure or the watchdog (no rank progressing for the timeout,
+  /// this one included) ends it instead of the process waiting it out.
+  llvm::Error sleepFor(size_t at, const std::string &who, double cost) {
+    const double seconds = cost * options.timeUnit;
+    const auto until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(seconds));
+    const auto slice = std::chrono::milliseconds(10);
+    monitor.waiting(rank, fmt::format("instruction {}: {} (timed kernel, {} "
+                                      "s)",
+                                      at, who, seconds));
+    while (Clock::now() < until) {
+      if (monitor.expired()) {
+        monitor.waiting(rank, "");
+        return fail(at, monitor.timedOut()
+                            ? fmt::format("no rank progressed for {} s; {} "
+                                          "computes for {} s",
+                                          monitor.timeoutSeconds(), who,
+                                          seconds)
+                            : std::string("stopped: another rank failed"));
+      }
+      std::this_thread::sleep_until(std::min(until, Clock::now() + slice));
+    }
+    monitor.waiting(rank, "");
+    return llvm::Error::success();
+  }
+
   /// Waits for \p request; the hang report names \p what.
   llvm::Error await(size_t at, Request &request, const std::string &what) {
     if (!request.active())
@@ -494,12 +522,8 @@ llvm::Error RankRunner::runStream() {
       if (options.train) {
         if (llvm::Error err = train(at, op))
           return err;
-      } else {
-        auto until = Clock::now() +
-                     std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(op.cost *
-                                                       options.timeUnit));
-        std::this_thread::sleep_until(until);
+      } else if (llvm::Error err = sleepFor(at, who, op.cost)) {
+        return err;
       }
       for (const sched::SlotUse &use : op.writes)
         writeTag(use, use.tag);

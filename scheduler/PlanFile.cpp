@@ -6,12 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/Plan.h"
+#include "scheduler/Simulator.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace stagecraft::pipe::sched;
@@ -297,6 +299,48 @@ public:
 };
 } // namespace
 
+/// The plan's computes must be a schedule of its own pipeline: every rank
+/// hosts a stage, every (stage, microbatch) has its F and its B (or I and W)
+/// exactly once on the rank `placement` names, and the per-rank orders can
+/// run. The task graph and the simulator say so, as for any schedule.
+static llvm::Error checkComputes(const Plan &plan) {
+  Problem problem;
+  problem.name = plan.pipeline;
+  problem.ranks = plan.numRanks();
+  problem.microbatches = plan.microbatches;
+  std::vector<bool> hosts(plan.numRanks(), false);
+  for (size_t s = 0; s < plan.stageNames.size(); ++s) {
+    Stage stage;
+    stage.name = plan.stageNames[s];
+    if (plan.stageAttention[s])
+      stage.attention = Stage::Attention{};
+    problem.stages.push_back(stage);
+    hosts[plan.placement[s]] = true;
+  }
+  for (int r = 0; r < plan.numRanks(); ++r)
+    if (!hosts[r])
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("rank {} hosts no stage (placement names ranks up to "
+                      "{} of the {} in \"ranks\")",
+                      r,
+                      *std::max_element(plan.placement.begin(),
+                                        plan.placement.end()),
+                      plan.numRanks()));
+  Schedule schedule;
+  schedule.placement = plan.placement;
+  schedule.recompute = plan.recompute;
+  for (const PlanRank &rank : plan.ranks) {
+    schedule.ranks.emplace_back();
+    for (const PlanOp &op : rank.ops)
+      if (op.kind == PlanOp::Kind::Compute)
+        schedule.ranks.back().push_back(op.action);
+  }
+  if (llvm::Error err = validateProblem(problem))
+    return err;
+  return verifySchedule(problem, schedule);
+}
+
 llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
   Reader reader;
   llvm::Expected<json::Value> doc = json::parse(text);
@@ -394,5 +438,7 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
     }
     plan.ranks.push_back(std::move(pr));
   }
+  if (llvm::Error err = checkComputes(plan))
+    return reader.fail("schedule", llvm::toString(std::move(err)));
   return plan;
 }

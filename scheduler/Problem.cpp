@@ -97,6 +97,43 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
                                 stage.name, *stage.rank, problem.ranks));
     }
   }
+  // Every sum the simulator, plans and traces form must stay finite: a cost
+  // of 1e308 is finite, its step is not.
+  double total = 0.0, memory = 0.0, largest = 0.0;
+  std::string largestAt;
+  auto note = [&](const Stage &stage, const char *key, double value) {
+    if (value > largest) {
+      largest = value;
+      largestAt = fmt::format("stage @{}'s {}", stage.name, key);
+    }
+  };
+  for (const Stage &stage : problem.stages) {
+    double attention = 0.0;
+    if (stage.attention) {
+      attention = stage.attention->forward + stage.attention->backward;
+      memory += stage.attention->memory;
+      note(stage, "attention", attention);
+    }
+    note(stage, "forward", stage.forward);
+    note(stage, "backward_input", stage.backwardInput);
+    note(stage, "backward_weight", stage.backwardWeight);
+    // A recomputing backward runs the forward again.
+    total += 2 * stage.forward + stage.backwardInput + stage.backwardWeight +
+             attention + 2 * problem.latency;
+    memory += stage.activation;
+  }
+  total *= problem.microbatches;
+  memory *= problem.microbatches;
+  if (!std::isfinite(total) || total > 1e300)
+    return fail(fmt::format("the step's time overflows: {} microbatches x the "
+                            "costs of {} stages sum to {} (largest: {} = {})",
+                            problem.microbatches, problem.numStages(), total,
+                            largestAt, largest));
+  if (!std::isfinite(memory) || memory > 1e300)
+    return fail(fmt::format("the step's memory overflows: {} microbatches x "
+                            "the activations of {} stages sum to {}",
+                            problem.microbatches, problem.numStages(),
+                            memory));
   if (anyPinned && !problem.isPinned())
     return fail("pin every stage with rank(K) or none of them");
   if (anyPinned) {

@@ -490,3 +490,32 @@ pipe.schedule @sched for @p {
     pipe.backward @s1 mb 0
   }
 }
+
+// -----
+
+// Tests that finite costs whose step overflows are refused, naming the
+// largest (1e308 used to give makespan = inf and bubble_ratio = nan).
+// expected-error @below {{'pipe.pipeline' op the step's time overflows: 4 microbatches x the costs of 2 stages sum to inf (largest: stage @s0's forward = 1e+308)}}
+pipe.pipeline @p ranks(2) microbatches(4) {
+  pipe.stage @s0 cost(forward = 1.0e308, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that activations whose sum overflows are refused.
+// expected-error @below {{'pipe.pipeline' op the step's memory overflows: 4 microbatches x the activations of 2 stages sum to inf}}
+pipe.pipeline @p ranks(2) microbatches(4) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) memory(activation = 1.0e308, weight_grad = 0.5)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that counts beyond the scheduler's int are refused (they used to
+// wrap to a negative microbatch count).
+// expected-error @below {{'pipe.pipeline' op ranks(2) and microbatches(3000000000) must each be at most 2147483647}}
+pipe.pipeline @p ranks(2) microbatches(3000000000) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}

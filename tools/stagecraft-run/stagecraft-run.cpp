@@ -16,6 +16,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <thread>
@@ -111,6 +114,9 @@ static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
 static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
                               cl::desc("testing: after this many instructions"));
 
+/// The longest --time-unit, --timeout or timed compute accepted.
+static constexpr double kMaxDurationSeconds = 86400.0;
+
 /// Seconds in "2ms", "250us", "1.5s" or a plain number of seconds.
 static Expected<double> parseDuration(StringRef text, StringRef what) {
   double scale = 1.0;
@@ -122,10 +128,16 @@ static Expected<double> parseDuration(StringRef text, StringRef what) {
   else if (number.consume_back("s"))
     scale = 1.0;
   double value;
-  if (number.getAsDouble(value) || value <= 0)
+  if (number.getAsDouble(value) || !std::isfinite(value) || value <= 0)
     return createStringError(inconvertibleErrorCode(),
                              "--" + what.str() + "=" + text.str() +
                                  ": expected a positive duration like 2ms");
+  // Beyond a day a duration is a typo, and chrono arithmetic would overflow.
+  if (value * scale > kMaxDurationSeconds)
+    return createStringError(
+        inconvertibleErrorCode(),
+        fmt::format("--{}={}: above the limit of {} s", what.str(), text.str(),
+                    kMaxDurationSeconds));
   return value * scale;
 }
 
@@ -224,6 +236,22 @@ static int run(int rank) {
   if (!plan)
     return fail(plan.takeError());
   training.model.microbatches = plan->microbatches;
+  if (!train)
+    for (int r = 0; r < plan->numRanks(); ++r)
+      for (size_t i = 0; i < plan->ranks[r].ops.size(); ++i) {
+        const sched::PlanOp &op = plan->ranks[r].ops[i];
+        double seconds = op.cost * *unit;
+        if (op.kind == sched::PlanOp::Kind::Compute &&
+            !(seconds <= kMaxDurationSeconds))
+          return fail(createStringError(
+              inconvertibleErrorCode(),
+              fmt::format("rank {}: instruction {}: {} costs {} x {} s = {} "
+                          "s, above the limit of {} s for a timed compute",
+                          r, i,
+                          stagecraft::runtime::describePlanAction(*plan,
+                                                                  op.action),
+                          op.cost, *unit, seconds, kMaxDurationSeconds)));
+      }
   stagecraft::runtime::RunOptions options;
   options.exec.timeUnit = *unit;
   options.exec.train = train ? &training : nullptr;

@@ -4,6 +4,12 @@
                                from the wrong slot (a wrong slot reuse)
   edit-plan.py drop-send IN OUT  rank 0's last send disappears (a hang)
   edit-plan.py version IN OUT  the plan claims version 99
+  edit-plan.py placement IN OUT  placement[1] names another rank
+  edit-plan.py empty-ops IN OUT  every rank's ops are empty
+  edit-plan.py extra-rank IN OUT  a copy of rank 0 appended to ranks[]
+  edit-plan.py microbatches IN OUT  one microbatch more than the ops run
+  edit-plan.py cost=X IN OUT   rank 0's first compute costs X
+  edit-plan.py big-slot IN OUT  rank 0's first slot is 2^40 bytes
 """
 import json
 import sys
@@ -29,5 +35,19 @@ elif mode == "drop-send":
             break
 elif mode == "version":
     plan["version"] = 99
+elif mode == "placement":
+    plan["placement"][1] = (plan["placement"][1] + 1) % len(plan["ranks"])
+elif mode == "empty-ops":
+    for rank in plan["ranks"]:
+        rank["ops"] = []
+elif mode == "extra-rank":
+    plan["ranks"].append(json.loads(json.dumps(plan["ranks"][0])))
+elif mode == "microbatches":
+    plan["microbatches"] += 1
+elif mode.startswith("cost="):
+    op = next(o for o in ops if o["op"] == "compute")
+    op["cost"] = float(mode[len("cost="):])
+elif mode == "big-slot":
+    plan["ranks"][0]["slots"][0] = 2 ** 40
 with open(dst, "w") as f:
     json.dump(plan, f)
