@@ -35,7 +35,39 @@ llvm::Error ModelConfig::validate() const {
     return fail(fmt::format("sequence ({}), batch ({}) and microbatches ({}) "
                             "must be at least 1 and vocab ({}) at least 2",
                             sequence, batch, microbatches, vocab));
+  // Kernels index tensors with int: every tensor stays below 2^31 elements
+  // (products in double, so the check itself cannot overflow).
+  const double tokensD = double(batch) * sequence;
+  const struct {
+    const char *name;
+    double elements;
+  } tensors[] = {
+      {"tokens x hidden (batch x seq x hidden)", tokensD * hidden},
+      {"tokens x ffn (batch x seq x 4 hidden)", tokensD * 4.0 * hidden},
+      {"attention probabilities (batch x heads x seq x seq)",
+       double(batch) * heads * sequence * double(sequence)},
+      {"logits (batch x seq x vocab)", tokensD * vocab},
+      {"embedding (vocab x hidden)", double(vocab) * hidden},
+      {"ffn weight (hidden x 4 hidden)", 4.0 * hidden * double(hidden)},
+  };
+  for (const auto &t : tensors)
+    if (t.elements > kMaxTensorElements)
+      return fail(fmt::format("the model's {} tensor has {:.4g} elements, "
+                              "above the limit of {} (2^31 - 1)",
+                              t.name, t.elements, kMaxTensorElements));
   return llvm::Error::success();
+}
+
+double ModelConfig::estimateBytes(int layers, int inFlight) const {
+  const double h = hidden, tokensD = double(batch) * sequence;
+  // Parameters with gradient and AdamW's two moments.
+  double params = double(vocab) * h * 2 + double(sequence) * h +
+                  layers * (12.0 * h * h + 4 * h) + h;
+  // What one microbatch keeps per layer for its backward, and the logits.
+  double perLayer = tokensD * (16 * h) + double(batch) * heads * sequence *
+                                              double(sequence) * 2;
+  double perMicrobatch = layers * perLayer + tokensD * vocab * 2;
+  return 4.0 * (4 * params + double(inFlight) * perMicrobatch);
 }
 
 int stagecraft::kernels::syntheticToken(const ModelConfig &c, int step, int mb,

@@ -43,8 +43,16 @@ struct ModelConfig {
   int64_t messageBytes() const {
     return static_cast<int64_t>(tokens()) * hidden * 4;
   }
-  /// Fails naming the size that is out of range.
+  /// Fails naming the size that is out of range, including any tensor of
+  /// 2^31 elements or more (kernels index with int).
   llvm::Error validate() const;
+  /// Bytes the reference model needs for \p layers layers with \p inFlight
+  /// microbatches stashed at once: parameters with gradient and AdamW state,
+  /// per-layer stashes and logits. An estimate to refuse hopeless requests
+  /// before allocating, not an exact count.
+  double estimateBytes(int layers, int inFlight) const;
+
+  static constexpr double kMaxTensorElements = 2147483647.0;
 };
 
 struct Parameter {

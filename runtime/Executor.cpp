@@ -15,6 +15,8 @@
 #include <cblas.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <csignal>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -152,8 +154,28 @@ llvm::Error stagecraft::runtime::trainSteps(
       return err;
     double loss = 0.0;
     if (lastStage)
-      for (int mb = 0; mb < plan.microbatches; ++mb)
-        loss += lastStage->loss(mb) / plan.microbatches;
+      for (int mb = 0; mb < plan.microbatches; ++mb) {
+        double l = lastStage->loss(mb);
+        if (!std::isfinite(l))
+          return llvm::createStringError(
+              llvm::inconvertibleErrorCode(),
+              fmt::format("training diverged: step {}: stage @{}: the loss of "
+                          "microbatch {} is {}",
+                          step, plan.stageNames[last], mb, l));
+        loss += l / plan.microbatches;
+      }
+    // A non-finite gradient would poison the weights at the update.
+    for (auto &[index, model] : models.all)
+      for (const kernels::Parameter &param : model->parameters())
+        for (size_t i = 0; i < param.grad.size(); ++i)
+          if (!std::isfinite(param.grad[i]))
+            return llvm::createStringError(
+                llvm::inconvertibleErrorCode(),
+                fmt::format("training diverged: step {}: stage @{}: gradient "
+                            "of {} element {} is {} (summed over the "
+                            "microbatches)",
+                            step, plan.stageNames[index], param.name, i,
+                            param.grad[i]));
     losses.push_back(loss);
     if (step == 0)
       if (llvm::Error err = dumpAll(train.dumpGrads, true))
@@ -314,7 +336,7 @@ private:
         Clock::now() + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(seconds));
     const auto slice = std::chrono::milliseconds(10);
-    monitor.waiting(rank, fmt::format("instruction {}: {} (timed kernel, {} "
+    monitor.waiting(rank, fmt::format("instruction {}: {} (timed kernel, {:.6g} "
                                       "s)",
                                       at, who, seconds));
     while (Clock::now() < until) {
@@ -322,7 +344,7 @@ private:
         monitor.waiting(rank, "");
         return fail(at, monitor.timedOut()
                             ? fmt::format("no rank progressed for {} s; {} "
-                                          "computes for {} s",
+                                          "computes for {:.6g} s",
                                           monitor.timeoutSeconds(), who,
                                           seconds)
                             : std::string("stopped: another rank failed"));

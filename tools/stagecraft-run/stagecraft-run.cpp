@@ -68,6 +68,11 @@ static cl::opt<std::string> timeUnit(
 static cl::opt<std::string> timeout(
     "timeout", cl::init("60s"),
     cl::desc("stop when no rank progresses for this long (e.g. 60s, 500ms)"));
+static cl::opt<std::string> maxMemory(
+    "max-memory", cl::init("8G"),
+    cl::desc("Refuse runs whose buffers (and, with --train, model) would need "
+             "more host memory in this process than this (bytes, or with a "
+             "K, M, G or T suffix)"));
 static cl::opt<std::string> tracePath(
     "trace", cl::desc("write measured and simulated timelines (Chrome trace)"));
 static cl::OptionCategory trainCategory("Training with the reference model");
@@ -141,6 +146,67 @@ static Expected<double> parseDuration(StringRef text, StringRef what) {
   return value * scale;
 }
 
+/// Bytes in "8G", "512M", "4096" (binary suffixes K, M, G, T).
+static Expected<double> parseBytes(StringRef text, StringRef what) {
+  double scale = 1.0;
+  StringRef number = text;
+  for (auto [suffix, factor] :
+       {std::pair<char, double>{'K', 1024.0}, {'M', 1024.0 * 1024},
+        {'G', 1024.0 * 1024 * 1024}, {'T', 1024.0 * 1024 * 1024 * 1024}})
+    if (number.consume_back(StringRef(&suffix, 1))) {
+      scale = factor;
+      break;
+    }
+  double value;
+  if (number.getAsDouble(value) || !std::isfinite(value) || value <= 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "--" + what.str() + "=" + text.str() +
+                                 ": expected a positive size like 8G");
+  return value * scale;
+}
+
+/// Fails when what this process would allocate exceeds --max-memory: the
+/// plan's slots of the ranks it runs (all of them, or MPI rank \p mpiRank)
+/// and, when training, the model those ranks hold.
+static Error checkMemory(const sched::Plan &plan, int mpiRank,
+                         const stagecraft::runtime::TrainOptions *training) {
+  Expected<double> limit = parseBytes(maxMemory, "max-memory");
+  if (!limit)
+    return limit.takeError();
+  double slots = 0.0;
+  int layers = 0;
+  std::string largest;
+  double largestBytes = -1.0;
+  for (int r = 0; r < plan.numRanks(); ++r) {
+    if (mpiRank >= 0 && r != mpiRank)
+      continue;
+    for (size_t i = 0; i < plan.ranks[r].slotBytes.size(); ++i) {
+      double b = double(plan.ranks[r].slotBytes[i]);
+      slots += b;
+      if (b > largestBytes) {
+        largestBytes = b;
+        largest = fmt::format("rank {} slot {}: {} bytes", r, i, b);
+      }
+    }
+    for (size_t s = 0; s < plan.placement.size(); ++s)
+      if (plan.placement[s] == r)
+        layers += std::max(1, plan.stageLayers[s]);
+  }
+  double model = training ? training->model.estimateBytes(
+                                layers, training->model.microbatches)
+                          : 0.0;
+  if (slots + model <= *limit)
+    return Error::success();
+  return createStringError(
+      inconvertibleErrorCode(),
+      fmt::format("this run needs about {:.4g} bytes ({:.4g} in buffer slots, "
+                  "largest {}{}), above --max-memory={} ({:.4g} bytes); raise "
+                  "it if the machine has the memory",
+                  slots + model, slots, largest,
+                  training ? fmt::format("; {:.4g} for the model", model) : "",
+                  maxMemory.getValue(), *limit));
+}
+
 static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
     stagecraft::pipe::CompileOptions options;
@@ -206,6 +272,13 @@ static int run(int rank) {
     if (steps < 1)
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--steps must be at least 1"));
+    if (!std::isfinite(lr) || lr < 0.0f)
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          fmt::format("--lr={} must be a finite number >= 0", float(lr))));
+    // Sizes first: message sizes below are products of them.
+    if (Error err = training.model.validate())
+      return fail(std::move(err));
   }
   if (profile.getNumOccurrences()) {
     if (!train)
@@ -245,13 +318,16 @@ static int run(int rank) {
             !(seconds <= kMaxDurationSeconds))
           return fail(createStringError(
               inconvertibleErrorCode(),
-              fmt::format("rank {}: instruction {}: {} costs {} x {} s = {} "
+              fmt::format("rank {}: instruction {}: {} costs {:.6g} x {:.6g} s = {:.6g} "
                           "s, above the limit of {} s for a timed compute",
                           r, i,
                           stagecraft::runtime::describePlanAction(*plan,
                                                                   op.action),
                           op.cost, *unit, seconds, kMaxDurationSeconds)));
       }
+  if (Error err = checkMemory(*plan, backend == "mpi" ? rank : -1,
+                              train ? &training : nullptr))
+    return fail(std::move(err));
   stagecraft::runtime::RunOptions options;
   options.exec.timeUnit = *unit;
   options.exec.train = train ? &training : nullptr;
