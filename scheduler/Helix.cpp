@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <queue>
 #include <tuple>
 
 using namespace stagecraft::pipe::sched;
@@ -39,10 +40,14 @@ llvm::Expected<std::vector<int>> greedyOrder(const std::vector<Node> &nodes,
     for (auto [d, lat] : nodes[k].deps)
       users[d].push_back(static_cast<int>(k));
   }
-  std::vector<std::vector<int>> available(p);
+  // Per rank: tasks whose inputs are all done, by the time they arrive, and
+  // those arrived, by priority (heaps, so that picking is logarithmic).
+  using Entry = std::pair<double, int>;
+  using Heap = std::priority_queue<Entry, std::vector<Entry>, std::greater<>>;
+  std::vector<Heap> pending(p), arrived(p);
   for (size_t k = 0; k < count; ++k)
     if (waiting[k] == 0)
-      available[nodes[k].task.rank].push_back(static_cast<int>(k));
+      pending[nodes[k].task.rank].push({0.0, static_cast<int>(k)});
   std::vector<double> freeAt(p, 0.0);
   std::vector<int> order;
   order.reserve(count);
@@ -55,19 +60,17 @@ llvm::Expected<std::vector<int>> greedyOrder(const std::vector<Node> &nodes,
         next = std::min(next, freeAt[r]);
         continue;
       }
-      int best = -1;
-      for (int k : available[r]) {
-        if (readyAt[k] > now + 1e-12) {
-          next = std::min(next, readyAt[k]);
-          continue;
-        }
-        if (best < 0 || nodes[k].priority < nodes[best].priority)
-          best = k;
+      while (!pending[r].empty() && pending[r].top().first <= now + 1e-12) {
+        int k = pending[r].top().second;
+        pending[r].pop();
+        arrived[r].push({nodes[k].priority, k});
       }
-      if (best < 0)
+      if (!pending[r].empty())
+        next = std::min(next, pending[r].top().first);
+      if (arrived[r].empty())
         continue;
-      available[r].erase(
-          std::find(available[r].begin(), available[r].end(), best));
+      int best = arrived[r].top().second;
+      arrived[r].pop();
       end[best] = now + nodes[best].task.cost;
       freeAt[r] = end[best];
       next = std::min(next, freeAt[r]);
@@ -80,7 +83,7 @@ llvm::Expected<std::vector<int>> greedyOrder(const std::vector<Node> &nodes,
             lat = std::max(lat, l);
         readyAt[u] = std::max(readyAt[u], end[best] + lat);
         if (--waiting[u] == 0)
-          available[nodes[u].task.rank].push_back(u);
+          pending[nodes[u].task.rank].push({readyAt[u], u});
       }
     }
     if (!progressed) {

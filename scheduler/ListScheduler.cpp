@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <queue>
@@ -101,7 +102,12 @@ private:
   /// -1 before the microbatch reaches the rank.
   std::vector<int> remaining;
   std::vector<std::deque<std::pair<int, int>>> pendingW;
-  std::priority_queue<double, std::vector<double>, std::greater<double>> events;
+  /// (time, rank): when a rank may be able to start something: its own task
+  /// ends, or an input it waits for arrives. Only those ranks are visited
+  /// at that time, so the walk is linear in the actions, not ranks x actions.
+  using Event = std::pair<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  std::vector<int> visitStamp;
   Schedule schedule;
   size_t started = 0;
   std::vector<size_t> backboneNext;
@@ -161,9 +167,16 @@ void ListBuilder::start(int r, Action a, double t) {
   }
   schedule.ranks[r].push_back(a);
   freeAt[r] = t + cost;
-  events.push(t + cost);
-  if (problem.latency > 0.0)
-    events.push(t + cost + problem.latency);
+  events.push({t + cost, r});
+  // The ranks whose next action this one feeds.
+  if (a.kind == ActionKind::Forward && a.stage + 1 < n)
+    events.push({t + cost + latency(a.stage, a.stage + 1),
+                 placement[a.stage + 1]});
+  if ((a.kind == ActionKind::BackwardInput ||
+       a.kind == ActionKind::Backward) &&
+      a.stage > 0)
+    events.push({t + cost + latency(a.stage, a.stage - 1),
+                 placement[a.stage - 1]});
   ++started;
 }
 
@@ -261,20 +274,32 @@ llvm::Expected<Schedule> ListBuilder::run() {
   schedule.ranks.resize(p);
   const size_t total = static_cast<size_t>(n) * mbs *
                        (policy.splitBackward ? 3 : 2);
-  events.push(0.0);
-  while (started < total) {
+  for (int r = 0; r < p; ++r)
+    events.push({0.0, r});
+  visitStamp.assign(p, -1);
+  std::vector<int> visit;
+  for (int round = 0; started < total; ++round) {
     if (events.empty())
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           fmt::format("list scheduling stalled after {} of {} actions: the "
                       "memory limits leave no rank able to start anything",
                       started, total));
-    double t = events.top();
-    while (!events.empty() && events.top() <= t + kEps)
+    double t = events.top().first;
+    visit.clear();
+    while (!events.empty() && events.top().first <= t + kEps) {
+      int r = events.top().second;
       events.pop();
+      if (visitStamp[r] != round) {
+        visitStamp[r] = round;
+        visit.push_back(r);
+      }
+    }
+    // Rank order as before: lower ranks pick first at a tie.
+    std::sort(visit.begin(), visit.end());
     for (bool progress = true; progress;) {
       progress = false;
-      for (int r = 0; r < p; ++r)
+      for (int r : visit)
         if (freeAt[r] <= t + kEps && step(r, t))
           progress = true;
     }

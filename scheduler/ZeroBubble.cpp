@@ -59,6 +59,14 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
   return listSchedule(problem, placement, policy);
 }
 
+/// Whether the handcrafted list-scheduler shape is also tried: its event
+/// loop visits every rank at every event (ranks x actions steps), which at
+/// thousands of ranks costs seconds; the papers' heuristics are linear.
+static bool tryHandcrafted(const Problem &problem) {
+  double actions = 3.0 * problem.numStages() * problem.microbatches;
+  return problem.ranks * actions <= 1e8;
+}
+
 /// The faster of \p a and \p b (either may have failed; fails when both did,
 /// with \p a's error).
 static llvm::Expected<Schedule> faster(const Problem &problem,
@@ -102,7 +110,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   // peak on every rank.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest);
-  return faster(problem, zeroBubbleChain(problem, placement, limits),
+  llvm::Expected<Schedule> paper = zeroBubbleChain(problem, placement, limits);
+  if (paper && !tryHandcrafted(problem))
+    return paper;
+  return faster(problem, std::move(paper),
                 zeroBubble(
                     problem, placement, [&](int k) { return p - k - 1; },
                     limits));
@@ -118,7 +129,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   // ranks can run their I early and defer W to the end.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest * (2.0 * p - 1) / p);
-  return faster(problem, zeroBubbleChain(problem, placement, limits),
+  llvm::Expected<Schedule> paper = zeroBubbleChain(problem, placement, limits);
+  if (paper && !tryHandcrafted(problem))
+    return paper;
+  return faster(problem, std::move(paper),
                 zeroBubble(
                     problem, placement, [&](int k) { return 2 * (p - k) - 2; },
                     limits));
@@ -166,7 +180,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
                             *std::max_element(peaks->begin(), peaks->end()));
   policy.backwardFirst = false;
   policy.laterStageFirst = false;
-  return faster(problem,
-                zeroBubbleV(problem, *placement, policy.memoryLimit),
+  llvm::Expected<Schedule> paper =
+      zeroBubbleV(problem, *placement, policy.memoryLimit);
+  if (paper && !tryHandcrafted(problem))
+    return paper;
+  return faster(problem, std::move(paper),
                 listSchedule(problem, *placement, policy));
 }

@@ -97,9 +97,7 @@ private:
   double &endOf(int type, int j, int mb) {
     return t[(static_cast<size_t>(type) * n + j) * nmb + mb];
   }
-  double maxBubble() const {
-    return *std::max_element(bubble.begin(), bubble.end());
-  }
+  double maxBubble() const { return largestBubble; }
   void put(int j, int type);
   /// Fills the wait of unit \p j for an input arriving at \p arrival with W.
   void fillW(int j, double arrival, bool noBubbleGreedy);
@@ -112,6 +110,8 @@ private:
   std::vector<double> maxMem;
   std::vector<int> count[3];
   std::vector<double> e, m, bubble, t;
+  /// The largest entry of `bubble` (entries only grow).
+  double largestBubble = 0.0;
   std::vector<std::vector<std::pair<int, int>>> order;
 };
 
@@ -123,8 +123,10 @@ void ChainHeuristic::put(int j, int type) {
     end = std::max(end, endOf(0, j - 1, mb) + comm + c);
   if (type == 1 && j + 1 < n)
     end = std::max(end, endOf(1, j + 1, mb) + comm + c);
-  if (count[0][j] > 0)
+  if (count[0][j] > 0) {
     bubble[j] += end - noBubble;
+    largestBubble = std::max(largestBubble, bubble[j]);
+  }
   e[j] = end;
   endOf(type, j, mb) = end;
   m[j] += mem(j, type);
@@ -160,6 +162,7 @@ ChainHeuristic::run(bool allowBubbleBeforeFirstI, bool prioritizeI,
   e.assign(n, 0.0);
   m.assign(n, 0.0);
   bubble.assign(n, 0.0);
+  largestBubble = 0.0;
   t.assign(static_cast<size_t>(3) * n * nmb, 0.0);
   order.assign(n, {});
 
@@ -297,7 +300,7 @@ private:
   }
   int &cnt(int r, int type, int chunk) { return count[r][type * 2 + chunk]; }
   double maxBubble(int r = -1) const {
-    double b = *std::max_element(bubble.begin(), bubble.end());
+    double b = largestBubble;
     if (r >= 0)
       b = std::max(b, maxApproved - approved[r]);
     return b;
@@ -321,6 +324,8 @@ private:
   double maxApproved = -1.0;
   std::vector<std::array<int, 6>> count;
   std::vector<double> curTime, m, bubble, t;
+  /// The largest entry of `bubble` (entries only grow).
+  double largestBubble = 0.0;
   std::vector<std::deque<int>> pendingW;
   std::vector<std::vector<std::array<int, 3>>> order;
   bool failed = false;
@@ -350,8 +355,10 @@ bool VHeuristic::put(int type, int chunk, int r) {
       end = std::max(end, dep + comm + c);
     }
   }
-  if (cnt(r, 0, 0) > 0)
+  if (cnt(r, 0, 0) > 0) {
     bubble[r] += end - noBubble;
+    largestBubble = std::max(largestBubble, bubble[r]);
+  }
   endOf(type, chunk, r, mb) = end;
   curTime[r] = end;
   m[r] += mem(r, type, chunk);
@@ -379,6 +386,7 @@ VHeuristic::run(bool fillF, bool fillB, const std::vector<double> &approvedIn) {
   curTime.assign(n, 0.0);
   m.assign(n, 0.0);
   bubble.assign(n, 0.0);
+  largestBubble = 0.0;
   t.assign(static_cast<size_t>(6) * n * nmb, -1.0);
   pendingW.assign(n, {});
   order.assign(n, {});
