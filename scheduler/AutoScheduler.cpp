@@ -328,15 +328,28 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     limit, need));
   Search search(problem, options, limit);
   search.bound = lowerBound(problem);
+  // Part of the time budget: computed before the search, which gets the
+  // rest.
+  double memoryBound = std::numeric_limits<double>::infinity();
+  for (const NamedPlacement &np : candidatePlacements(problem))
+    memoryBound = std::min(
+        memoryBound,
+        memoryAwareLowerBound(problem, np.placement,
+                              std::vector<double>(problem.ranks, limit)));
   const int p = problem.ranks, mbs = problem.microbatches;
 
-  // 1. The fixed kinds.
+  // 1. The fixed kinds, the likeliest winners first; once one fits, the
+  // time limit applies (a generation is never interrupted, so the search
+  // ends at most one candidate past the limit).
   for (ScheduleKind kind :
-       {ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
-        ScheduleKind::ZBV, ScheduleKind::DualPipeV,
-        ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
+       {ScheduleKind::OneFOneB, ScheduleKind::ZBV, ScheduleKind::ZBH1,
+        ScheduleKind::DualPipeV, ScheduleKind::ZBH2,
+        ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe}) {
+    if (search.found && search.outOfTime())
+      break;
     search.consider(generateSchedule(problem, {kind}),
                     scheduleKindName(kind).str());
+  }
 
   // 2. Backbones and greedy policies on every placement.
   struct Backbone {
@@ -503,11 +516,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     limit, search.smallestPeak));
   AutoResult result = std::move(search.best);
   result.lowerBound = search.bound;
-  result.memoryAwareBound = std::numeric_limits<double>::infinity();
-  for (const NamedPlacement &np : candidatePlacements(problem))
-    result.memoryAwareBound =
-        std::min(result.memoryAwareBound,
-                 memoryAwareLowerBound(problem, np.placement, limits));
+  result.memoryAwareBound = memoryBound;
   result.memoryLimit = limit;
   result.candidates = search.count;
   return result;

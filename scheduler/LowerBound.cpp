@@ -104,24 +104,46 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
       return 0.0;
     const double a = held[s], g = problem.stages[s].weightGrad;
     const double room = memoryLimit[placement[s]] - a;
-    double best = inf;
-    for (int y = 0; y <= k; ++y) {
-      double wEnd = y > 0 ? hW[at(s, y - 1)] + cost(s, 2) : 0.0;
-      if (wEnd >= best)
-        break;
-      // The fewest I done that fit, given y W done.
-      int x = y;
+    // The fewest I done that fit with y W done (k + 1 when none fit).
+    auto fewestI = [&](int y) {
       if (a > g) {
         double need = (k * a - y * g - room) / (a - g);
-        x = std::max(y, static_cast<int>(std::ceil(need - 1e-9)));
-      } else if ((k - y) * a > room + 1e-9) {
-        continue;
+        int x = std::max(y, static_cast<int>(std::ceil(need - 1e-9)));
+        return std::min(x, k + 1);
       }
-      if (x > k)
-        continue;
-      double iEnd = x > 0 ? hI[at(s, x - 1)] + cost(s, 1) : 0.0;
-      best = std::min(best, std::max(wEnd, iEnd));
+      return (k - y) * a > room + 1e-9 ? k + 1 : y;
+    };
+    auto wEnd = [&](int y) {
+      return y > 0 ? hW[at(s, y - 1)] + cost(s, 2) : 0.0;
+    };
+    auto iEnd = [&](int x) {
+      return x > 0 ? hI[at(s, x - 1)] + cost(s, 1) : 0.0;
+    };
+    // wEnd grows with y and fewestI shrinks, so max(wEnd, iEnd) is least
+    // where they cross: binary search over the feasible y.
+    int lo = 0, hi = k;
+    if (fewestI(hi) > k)
+      return inf;
+    while (lo < hi && fewestI(lo) > k) {
+      int mid = lo + (hi - lo) / 2;
+      if (fewestI(mid) > k)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
+    int first = lo;
+    lo = first;
+    hi = k;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (wEnd(mid) >= iEnd(fewestI(mid)))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    double best = std::max(wEnd(lo), iEnd(fewestI(lo)));
+    if (lo > first)
+      best = std::min(best, std::max(wEnd(lo - 1), iEnd(fewestI(lo - 1))));
     return best;
   };
   for (int k = 0; k < m; ++k) {
