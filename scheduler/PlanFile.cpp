@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/Plan.h"
+#include "scheduler/Nesting.h"
 #include "scheduler/Simulator.h"
 
 #include "llvm/Support/JSON.h"
@@ -343,6 +344,14 @@ static llvm::Error checkComputes(const Plan &plan) {
 
 llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
   Reader reader;
+  // llvm::json recurses per bracket: refuse deep nesting before it does.
+  if (std::optional<DeepNesting> deep =
+          findDeepNesting(text, /*mlirSyntax=*/false))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("invalid plan: line {}, column {}: brackets nested "
+                    "deeper than {}",
+                    deep->line, deep->column, kMaxNesting));
   llvm::Expected<json::Value> doc = json::parse(text);
   if (!doc)
     return llvm::createStringError(

@@ -6,6 +6,8 @@
 
 #include "translate/PlanCompiler.h"
 
+#include "dialect/PipeParse.h"
+
 #include "dialect/PipeDialect.h"
 #include "passes/Passes.h"
 #include "passes/ScheduleLookup.h"
@@ -38,8 +40,7 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
   context.loadDialect<PipeDialect>();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, sourceMgr,
-                                                           &context);
+  OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
   if (!module)
     return fail("cannot parse the spec");
   if (!options.kind.empty()) {
@@ -98,7 +99,7 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(path, sourceMgr, &context);
+      parsePipeFile(path, sourceMgr, &context);
   if (!module)
     return fail("cannot parse the spec");
   for (PipelineOp pipeline : module->getOps<PipelineOp>()) {

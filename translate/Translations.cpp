@@ -10,6 +10,8 @@
 
 #include "translate/Translations.h"
 
+#include "dialect/PipeParse.h"
+
 #include "dialect/PipeDialect.h"
 #include "dialect/PipeModel.h"
 #include "passes/ScheduleLookup.h"
@@ -155,8 +157,9 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
                          "pipe.pipeline the CSV schedules";
     return nullptr;
   }
+  llvm::SourceMgr specSource;
   OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(options->spec, context);
+      parsePipeFile(options->spec, specSource, context);
   if (!module)
     return nullptr;
   PipelineOp pipeline;
@@ -216,29 +219,39 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
   return OwningOpRef<Operation *>(module.release());
 }
 
+/// A translation from pipe IR: parsed through `parsePipeSource` (nesting
+/// checked first), then handed to \p fn.
+static TranslateFunction fromPipe(TranslateFromMLIRFunction fn) {
+  return [fn](const std::shared_ptr<llvm::SourceMgr> &sourceMgr,
+              llvm::raw_ostream &os, MLIRContext *context) -> LogicalResult {
+    context->loadDialect<PipeDialect>();
+    OwningOpRef<ModuleOp> module = parsePipeSource(*sourceMgr, context);
+    if (!module)
+      return failure();
+    return fn(module.get(), os);
+  };
+}
+
 void stagecraft::pipe::registerPipeTranslations() {
   static TranslateOptions opts;
   options = &opts;
-  auto registerDialects = [](DialectRegistry &registry) {
-    registry.insert<PipeDialect>();
-  };
-  static TranslateFromMLIRRegistration csvOut(
+  static TranslateRegistration csvOut(
       "pipe-to-csv", "write a schedule as torch.distributed.pipelining CSV",
-      toCsv, registerDialects);
-  static TranslateFromMLIRRegistration summary(
+      fromPipe(toCsv));
+  static TranslateRegistration summary(
       "pipe-to-summary",
       "simulate a schedule and print its figures and an ASCII timeline",
-      toSummary, registerDialects);
-  static TranslateFromMLIRRegistration trace(
+      fromPipe(toSummary));
+  static TranslateRegistration trace(
       "pipe-to-chrome-trace",
       "simulate a schedule and write its timeline as Chrome trace JSON "
       "(Perfetto); 1 time unit = 1 ms",
-      toChromeTrace, registerDialects);
-  static TranslateFromMLIRRegistration plan(
+      fromPipe(toChromeTrace));
+  static TranslateRegistration plan(
       "pipe-to-plan",
       "write the versioned runtime plan of a schedule (communication, buffer "
       "slots) for stagecraft-run",
-      toPlan, registerDialects);
+      fromPipe(toPlan));
   static TranslateToMLIRRegistration csvIn(
       "pipe-from-csv",
       "read a torch.distributed.pipelining CSV against --pipe-spec into a "

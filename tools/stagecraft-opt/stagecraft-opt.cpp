@@ -1,19 +1,55 @@
 //===- stagecraft-opt.cpp - The pipe optimizer driver ---------------------===//
 //
-// mlir-opt for `pipe` IR: registers the pipe dialect and all its passes.
+// mlir-opt for `pipe` IR: registers the pipe dialect and all its passes. The
+// input is read here, not by MlirOptMain, so that its bracket nesting is
+// checked before MLIR's recursive parser sees it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialect/PipeDialect.h"
+#include "dialect/PipeParse.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   mlir::DialectRegistry registry;
   registry.insert<stagecraft::pipe::PipeDialect>();
   stagecraft::pipe::registerPipePasses();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "Stagecraft pipeline schedule optimizer\n", registry));
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Stagecraft pipeline schedule optimizer\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      mlir::openInputFile(inputFilename, &error);
+  if (!file) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  {
+    mlir::MLIRContext context;
+    llvm::SourceMgr sourceMgr;
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    if (mlir::failed(stagecraft::pipe::checkNesting(*file, &context)))
+      return 1;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(file), registry,
+                                     config)))
+    return 1;
+  output->keep();
+  return 0;
 }
