@@ -6,6 +6,10 @@
 
 #include "passes/ScheduleLookup.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
@@ -61,6 +65,23 @@ FailureOr<sched::Plan> stagecraft::pipe::planFromSchedule(
   FailureOr<sched::Program> program = programOf(op, model);
   if (failed(program))
     return failure();
+  // Buffer sizes are memory units x unit-bytes, summed over a rank's slots
+  // in int64: bound the whole step's bytes (every buffer of every stage and
+  // microbatch, a few kinds each) well inside 64 bits before building.
+  double units = 0.0, largest = 0.0;
+  for (const sched::Stage &s : model.problem.stages) {
+    double perMb = s.activation + (s.attention ? s.attention->memory : 0.0);
+    units += perMb;
+    largest = std::max(largest, perMb);
+  }
+  double bytes = 8.0 * (units * model.problem.microbatches * double(unitBytes) +
+                        double(minMessageBytes) * model.problem.numStages() *
+                            model.problem.microbatches);
+  if (!(bytes < 0x1p62))
+    return op.emitError() << fmt::format(
+               "unit-bytes={} makes buffers of up to {:.4g} bytes ({} units), "
+               "and all of them together overflow 64-bit sizes",
+               unitBytes, largest * double(unitBytes), largest);
   return sched::buildPlan(model.problem, *program, op.getSymName(), unitBytes,
                           stats, minMessageBytes);
 }
