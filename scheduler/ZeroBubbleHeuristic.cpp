@@ -328,7 +328,6 @@ private:
   double largestBubble = 0.0;
   std::vector<std::deque<int>> pendingW;
   std::vector<std::vector<std::array<int, 3>>> order;
-  bool failed = false;
 };
 
 bool VHeuristic::put(int type, int chunk, int r) {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Options.h"
 #include "runtime/Runtime.h"
 #include "translate/PlanCompiler.h"
 
@@ -119,51 +120,9 @@ static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
 static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
                               cl::desc("testing: after this many instructions"));
 
-/// The longest --time-unit, --timeout or timed compute accepted.
-static constexpr double kMaxDurationSeconds = 86400.0;
-
-/// Seconds in "2ms", "250us", "1.5s" or a plain number of seconds.
-static Expected<double> parseDuration(StringRef text, StringRef what) {
-  double scale = 1.0;
-  StringRef number = text;
-  if (number.consume_back("ms"))
-    scale = 1e-3;
-  else if (number.consume_back("us"))
-    scale = 1e-6;
-  else if (number.consume_back("s"))
-    scale = 1.0;
-  double value;
-  if (number.getAsDouble(value) || !std::isfinite(value) || value <= 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "--" + what.str() + "=" + text.str() +
-                                 ": expected a positive duration like 2ms");
-  // Beyond a day a duration is a typo, and chrono arithmetic would overflow.
-  if (value * scale > kMaxDurationSeconds)
-    return createStringError(
-        inconvertibleErrorCode(),
-        fmt::format("--{}={}: above the limit of {} s", what.str(), text.str(),
-                    kMaxDurationSeconds));
-  return value * scale;
-}
-
-/// Bytes in "8G", "512M", "4096" (binary suffixes K, M, G, T).
-static Expected<double> parseBytes(StringRef text, StringRef what) {
-  double scale = 1.0;
-  StringRef number = text;
-  for (auto [suffix, factor] :
-       {std::pair<char, double>{'K', 1024.0}, {'M', 1024.0 * 1024},
-        {'G', 1024.0 * 1024 * 1024}, {'T', 1024.0 * 1024 * 1024 * 1024}})
-    if (number.consume_back(StringRef(&suffix, 1))) {
-      scale = factor;
-      break;
-    }
-  double value;
-  if (number.getAsDouble(value) || !std::isfinite(value) || value <= 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "--" + what.str() + "=" + text.str() +
-                                 ": expected a positive size like 8G");
-  return value * scale;
-}
+using stagecraft::runtime::kMaxDurationSeconds;
+using stagecraft::runtime::parseBytes;
+using stagecraft::runtime::parseDuration;
 
 /// Fails when what this process would allocate exceeds --max-memory: the
 /// plan's slots of the ranks it runs (all of them, or MPI rank \p mpiRank)
@@ -269,15 +228,8 @@ static int run(int rank) {
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--optimizer=" + optimizer +
                                         ": expected sgd or adamw"));
-    if (steps < 1)
-      return fail(createStringError(inconvertibleErrorCode(),
-                                    "--steps must be at least 1"));
-    if (!std::isfinite(lr) || lr < 0.0f)
-      return fail(createStringError(
-          inconvertibleErrorCode(),
-          fmt::format("--lr={} must be a finite number >= 0", float(lr))));
     // Sizes first: message sizes below are products of them.
-    if (Error err = training.model.validate())
+    if (Error err = stagecraft::runtime::checkTrainOptions(training))
       return fail(std::move(err));
   }
   if (profile.getNumOccurrences()) {

@@ -1,0 +1,91 @@
+//===- FuzzSpec.cpp - Fuzz target: DSL parser, verifier, every kind -------===//
+//
+// An input is `pipe` IR text. It goes through the same path as a user's
+// file (nesting check, MLIR parser, op verifiers); every pipeline that
+// parses is scheduled with every kind and `auto` (small problems only, so
+// that an execution stays fast), verified, simulated, lowered to
+// communication and to a plan; the module then runs the verify, insert-comm,
+// plan-buffers and simulate passes. Errors are expected; crashes, hangs and
+// sanitizer reports are what the fuzzer looks for.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/PipeDialect.h"
+#include "dialect/PipeModel.h"
+#include "dialect/PipeOps.h"
+#include "dialect/PipeParse.h"
+#include "passes/Passes.h"
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Generators.h"
+#include "scheduler/Plan.h"
+#include "scheduler/Program.h"
+#include "scheduler/Simulator.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace stagecraft::pipe;
+
+static void scheduleEveryKind(const sched::Problem &problem) {
+  if (sched::validateProblem(problem))
+    return;
+  for (sched::ScheduleKind kind :
+       {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB,
+        sched::ScheduleKind::Interleaved1F1B, sched::ScheduleKind::ZBH1,
+        sched::ScheduleKind::ZBH2, sched::ScheduleKind::ZBV,
+        sched::ScheduleKind::DualPipeV, sched::ScheduleKind::Helix}) {
+    llvm::Expected<sched::Schedule> s = sched::generateSchedule(problem, {kind});
+    if (!s) {
+      llvm::consumeError(s.takeError());
+      continue;
+    }
+    if (llvm::Error err = sched::verifySchedule(problem, *s))
+      llvm::report_fatal_error(llvm::Twine("a generated schedule does not "
+                                           "verify: ") +
+                               llvm::toString(std::move(err)));
+    sched::Program program = sched::lowerCommunication(problem, *s);
+    if (llvm::Error err = sched::verifyProgram(problem, program))
+      llvm::report_fatal_error(llvm::Twine("a lowered schedule does not "
+                                           "verify: ") +
+                               llvm::toString(std::move(err)));
+    (void)sched::buildPlan(problem, program, "fuzz", 64);
+  }
+  sched::AutoOptions options;
+  options.timeLimit = 0.05;
+  options.maxLocalSteps = 50;
+  llvm::Expected<sched::AutoResult> a = sched::autoSchedule(problem, options);
+  if (!a)
+    llvm::consumeError(a.takeError());
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  context.loadDialect<PipeDialect>();
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz"),
+      llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parsePipeSource(sourceMgr, &context);
+  if (!module)
+    return 0;
+  for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
+    sched::Problem problem = problemFromPipeline(pipeline);
+    // Small problems only: an execution should take milliseconds.
+    if (3LL * problem.numStages() * problem.microbatches > 3000 ||
+        problem.ranks > 64)
+      return 0;
+    scheduleEveryKind(problem);
+  }
+  PassManager pm(&context);
+  pm.addPass(createPipeVerifySchedulePass());
+  pm.addPass(createPipeInsertCommPass());
+  pm.addPass(createPipePlanBuffersPass());
+  pm.addPass(createPipeSimulatePass());
+  (void)pm.run(*module);
+  return 0;
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The checked build: the whole project with ASan + UBSan (gcc, every
+# undefined-behaviour report fatal) and assertions on, in build-asan, then
+# every test through ctest. The cuda backend is left out (no GPU here, and
+# nvcc's host code is not instrumented); MPI's own leaks are not reported.
+#   bash scripts/sanitize.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTAGECRAFT_SANITIZE=ON -DSTAGECRAFT_ENABLE_CUDA=OFF
+fi
+cmake --build build-asan -j2
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Open MPI's shared-memory transport and vader probe memory ASan dislikes.
+export OMPI_MCA_btl=self,tcp
+ctest --test-dir build-asan --output-on-failure -j2
