@@ -8,6 +8,12 @@
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=helix folds=99999999999" 2>&1 | FileCheck %s --check-prefix=BIGFOLDS
 // RUN: stagecraft-opt %examples/helix.mlir --pipe-schedule="kind=helix folds=2147483647" --pipe-simulate | FileCheck %s --check-prefix=HELIXFOLDS
 // RUN: stagecraft-opt %examples/helix.mlir --pipe-schedule="kind=helix folds=8" --pipe-simulate | FileCheck %s --check-prefix=HELIXFOLDS
+// RUN: %python -c "print('pipe.pipeline @huge ranks(2) microbatches(100000000) {'); print('  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)'); print('  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)'); print('}')" > %t.mbs.mlir
+// RUN: not stagecraft-opt %t.mbs.mlir --pipe-schedule 2>&1 | FileCheck %s --check-prefix=MANYMBS
+// RUN: %python -c "print('pipe.pipeline @wide ranks(1024) microbatches(65536) {'); [print('  pipe.stage @s%d cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)' % i) for i in range(1024)]; print('}')" > %t.wide.mlir
+// RUN: not stagecraft-opt %t.wide.mlir --pipe-schedule="kind=1f1b" 2>&1 | FileCheck %s --check-prefix=WIDE
+// RUN: not stagecraft-opt %s --pipe-schedule="max-actions=0" 2>&1 | FileCheck %s --check-prefix=MAXACTIONS
+// RUN: not stagecraft-opt %s --pipe-schedule="max-actions=12" 2>&1 | FileCheck %s --check-prefix=SMALL
 
 // Tests that every pass option out of range is refused with a message that
 // names it, before anything runs: an integer beyond int used to leave an
@@ -20,6 +26,14 @@
 // NANTIME: error: pipe-schedule: time-limit=nan must be a finite number of seconds > 0
 // NEGTIME: error: pipe-schedule: time-limit=-1 must be a finite number of seconds > 0
 // FOLDS: error: pipe-schedule: folds=0 must be at least 1
+// Tests that pipelines too large to schedule are refused up front, naming the
+// size and the limit (10^8 microbatches used to run out of memory after 5 s,
+// 1024 ranks x 65536 microbatches after reaching 18 GB).
+// MANYMBS: error: pipeline @huge needs 600000000 actions (2 stages x 100000000 microbatches x 3), above max-actions=16777216; raise it with --pipe-schedule="... max-actions=N" if the machine has the memory (about 200 bytes each)
+// WIDE: error: pipeline @wide needs 201326592 actions (1024 stages x 65536 microbatches x 3), above max-actions=16777216
+// MAXACTIONS: error: pipe-schedule: max-actions=0 must be at least 1
+// SMALL: error: pipeline @p needs 48 actions (4 stages x 4 microbatches x 3), above max-actions=12
+
 // Tests that 2^31-1 folds (it used to overflow p x folds and run out of
 // memory) is one group of all microbatches, as 8 folds are on 4 ranks x 8.
 // HELIXFOLDS: makespan = 1.309500e+02 : f64
