@@ -156,7 +156,9 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         fmt::format("rank {}: the plan has {} ranks but {} MPI processes run "
-                    "it; launch with mpirun -np {}",
+                    "it; launch with mpirun -np {} (as root add "
+                    "--allow-run-as-root; with fewer cores than ranks add "
+                    "--oversubscribe)",
                     rank, plan.numRanks(), size, plan.numRanks()));
   std::unique_ptr<Communicator> comm = createMpiCommunicator();
   ProgressMonitor monitor(size, options.timeout);

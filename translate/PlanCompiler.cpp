@@ -38,6 +38,7 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
   };
   MLIRContext context;
   context.loadDialect<PipeDialect>();
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
@@ -96,6 +97,7 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
     return err;
   MLIRContext context;
   context.loadDialect<PipeDialect>();
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module =

@@ -147,9 +147,12 @@ static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
   });
 }
 
+static bool printOpOnDiagnostic = false;
+
 static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
                                         MLIRContext *context) {
   context->loadDialect<PipeDialect>();
+  context->printOpOnDiagnostic(printOpOnDiagnostic);
   const llvm::MemoryBuffer *csv = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   Location csvLoc = FileLineColLoc::get(context, csv->getBufferIdentifier(), 1, 1);
   if (options->spec.empty()) {
@@ -219,12 +222,17 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
   return OwningOpRef<Operation *>(module.release());
 }
 
+void stagecraft::pipe::setPrintOpOnDiagnostic(bool print) {
+  printOpOnDiagnostic = print;
+}
+
 /// A translation from pipe IR: parsed through `parsePipeSource` (nesting
 /// checked first), then handed to \p fn.
 static TranslateFunction fromPipe(TranslateFromMLIRFunction fn) {
   return [fn](const std::shared_ptr<llvm::SourceMgr> &sourceMgr,
               llvm::raw_ostream &os, MLIRContext *context) -> LogicalResult {
     context->loadDialect<PipeDialect>();
+    context->printOpOnDiagnostic(printOpOnDiagnostic);
     OwningOpRef<ModuleOp> module = parsePipeSource(*sourceMgr, context);
     if (!module)
       return failure();

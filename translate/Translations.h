@@ -14,6 +14,10 @@ namespace stagecraft::pipe {
 /// --pipe-to-summary with their command-line options.
 void registerPipeTranslations();
 
+/// Whether diagnostics of the translations append the operation in generic
+/// form (`--mlir-print-op-on-diagnostic`); off by default.
+void setPrintOpOnDiagnostic(bool print);
+
 } // namespace stagecraft::pipe
 
 #endif // STAGECRAFT_TRANSLATE_TRANSLATIONS_H

@@ -586,11 +586,20 @@ struct RankRun {
 /// The number of CUDA devices, or why there is none.
 static llvm::Expected<int> deviceCount() {
   int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess)
+  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess) {
+    // Without a driver the runtime says "driver version is insufficient":
+    // say what it means.
+    bool noDriver = err == cudaErrorInsufficientDriver ||
+                    err == cudaErrorNoDevice;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("no usable CUDA device: cudaGetDeviceCount: {}",
+        fmt::format("no usable CUDA device: {}(cudaGetDeviceCount: {})",
+                    noDriver ? "this machine has no NVIDIA GPU or no NVIDIA "
+                               "driver; run on a machine with one, or use "
+                               "--backend=local or mpi "
+                             : "",
                     cudaGetErrorString(err)));
+  }
   if (devices < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no usable CUDA device");

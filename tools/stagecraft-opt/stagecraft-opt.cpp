@@ -19,8 +19,26 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <vector>
+
+/// \p argv with `--mlir-print-op-on-diagnostic=false` in front unless the
+/// user set that option: a diagnostic is one located line (and its notes),
+/// not a dump of the operation in generic form.
+static std::vector<char *> quietDiagnostics(int argc, char **argv) {
+  static char flag[] = "--mlir-print-op-on-diagnostic=false";
+  std::vector<char *> args(argv, argv + argc);
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]).contains("mlir-print-op-on-diagnostic"))
+      return args;
+  args.insert(args.begin() + 1, flag);
+  return args;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  std::vector<char *> args = quietDiagnostics(argc, argv);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   mlir::DialectRegistry registry;
   registry.insert<stagecraft::pipe::PipeDialect>();
   stagecraft::pipe::registerPipePasses();

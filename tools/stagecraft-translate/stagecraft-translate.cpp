@@ -10,8 +10,19 @@
 #include "mlir/Support/LogicalResult.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 
+#include "llvm/ADT/StringRef.h"
+
+
 int main(int argc, char **argv) {
   stagecraft::pipe::registerPipeTranslations();
+  // A diagnostic is one located line (and its notes), not a dump of the
+  // operation in generic form, unless the user asks for it.
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (arg.contains("mlir-print-op-on-diagnostic"))
+      stagecraft::pipe::setPrintOpOnDiagnostic(!arg.ends_with("=false") &&
+                                               !arg.ends_with("=0"));
+  }
   return mlir::failed(mlir::mlirTranslateMain(
              argc, argv, "Stagecraft pipeline schedule translator\n"))
              ? 1
