@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/Version.h"
 #include "dialect/PipeDialect.h"
 #include "dialect/PipeParse.h"
 #include "passes/Passes.h"
@@ -36,6 +37,7 @@ static std::vector<char *> quietDiagnostics(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  stagecraft::addVersionPrinter();
   std::vector<char *> args = quietDiagnostics(argc, argv);
   argc = static_cast<int>(args.size());
   argv = args.data();

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/Version.h"
 #include "runtime/Options.h"
 #include "runtime/Runtime.h"
 #include "translate/PlanCompiler.h"
@@ -356,6 +357,7 @@ static int run(int rank) {
 }
 
 int main(int argc, char **argv) {
+  stagecraft::addVersionPrinter();
   cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
   if (backend != "local" && backend != "mpi" && backend != "cuda") {
     errs() << "stagecraft-run: error: unknown --backend=" << backend

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/Version.h"
 #include "translate/Translations.h"
 
 #include "mlir/Support/LogicalResult.h"
@@ -15,6 +16,7 @@
 
 int main(int argc, char **argv) {
   stagecraft::pipe::registerPipeTranslations();
+  stagecraft::addVersionPrinter();
   // A diagnostic is one located line (and its notes), not a dump of the
   // operation in generic form, unless the user asks for it.
   for (int i = 1; i < argc; ++i) {
