@@ -45,39 +45,55 @@ static bool launchedByMpi() {
     "configured)";
 namespace sched = stagecraft::pipe::sched;
 
+static cl::OptionCategory runCategory("Running a plan");
+static cl::OptionCategory trainCategory("Training with the reference model");
+
 static cl::opt<std::string> input(cl::Positional, cl::Required,
-                                  cl::desc("<spec.mlir | plan.json>"));
-static cl::opt<std::string> backend("backend", cl::init("local"),
-                                    cl::desc("local (threads), mpi or cuda"));
+                                  cl::desc("<spec.mlir | plan.json>"),
+                                  cl::cat(runCategory));
+static cl::opt<std::string> backend(
+    "backend", cl::init("local"), cl::cat(runCategory),
+    cl::desc("local (threads), mpi (one process per rank under mpirun) or "
+             "cuda (default: local)"));
 static cl::opt<std::string> cudaTransport(
-    "cuda-transport", cl::init("auto"),
+    "cuda-transport", cl::init("auto"), cl::cat(runCategory),
     cl::desc("cuda backend in one process: copy (device-to-device and peer "
              "copies), nccl (NCCL, a GPU per rank) or auto (nccl when every "
-             "rank has a GPU of its own)"));
+             "rank has a GPU of its own; default)"));
 static cl::opt<std::string> scheduleKind(
-    "schedule", cl::desc("schedule a spec with this kind before running"));
-static cl::opt<int> chunks("chunks", cl::init(0),
-                           cl::desc("chunks for interleaved-1f1b"));
-static cl::opt<double> memoryLimit("memory-limit", cl::init(0.0),
-                                   cl::desc("memory limit for auto"));
+    "schedule", cl::cat(runCategory),
+    cl::desc("schedule a spec with this kind before running: gpipe, 1f1b, "
+             "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto "
+             "(default: the pipe.schedule in the file)"));
+static cl::opt<int> chunks("chunks", cl::init(0), cl::cat(runCategory),
+                           cl::desc("chunks for interleaved-1f1b (default 0: "
+                                    "stages / ranks)"));
+static cl::opt<double> memoryLimit(
+    "memory-limit", cl::init(0.0), cl::cat(runCategory),
+    cl::desc("per-rank memory limit for auto (default 0: 1F1B's highest "
+             "peak)"));
 static cl::opt<std::string> scheduleName(
-    "schedule-name", cl::desc("which pipe.schedule of a spec to run"));
-static cl::opt<int64_t> unitBytes("unit-bytes", cl::init(4096),
-                                  cl::desc("bytes per memory unit of a spec"));
+    "schedule-name", cl::cat(runCategory),
+    cl::desc("which pipe.schedule of a spec to run (default: the only one)"));
+static cl::opt<int64_t> unitBytes(
+    "unit-bytes", cl::init(4096), cl::cat(runCategory),
+    cl::desc("bytes per memory unit of a spec (default 4096)"));
 static cl::opt<std::string> timeUnit(
-    "time-unit", cl::init("1ms"),
-    cl::desc("wall time of one cost unit: e.g. 1ms, 250us, 0.01s"));
+    "time-unit", cl::init("1ms"), cl::cat(runCategory),
+    cl::desc("wall time of one cost unit: e.g. 1ms, 250us, 0.01s (default "
+             "1ms; at most a day)"));
 static cl::opt<std::string> timeout(
-    "timeout", cl::init("60s"),
-    cl::desc("stop when no rank progresses for this long (e.g. 60s, 500ms)"));
+    "timeout", cl::init("60s"), cl::cat(runCategory),
+    cl::desc("stop when no rank progresses for this long (default 60s)"));
 static cl::opt<std::string> maxMemory(
-    "max-memory", cl::init("8G"),
-    cl::desc("Refuse runs whose buffers (and, with --train, model) would need "
+    "max-memory", cl::init("8G"), cl::cat(runCategory),
+    cl::desc("refuse runs whose buffers (and, with --train, model) would need "
              "more host memory in this process than this (bytes, or with a "
-             "K, M, G or T suffix)"));
+             "K, M, G or T suffix; default 8G)"));
 static cl::opt<std::string> tracePath(
-    "trace", cl::desc("write measured and simulated timelines (Chrome trace)"));
-static cl::OptionCategory trainCategory("Training with the reference model");
+    "trace", cl::cat(runCategory),
+    cl::desc("write measured and simulated timelines (Chrome trace) to this "
+             "file"));
 static cl::opt<bool> train("train", cl::cat(trainCategory),
                            cl::desc("run the reference transformer instead of "
                                     "the timed kernel"));
@@ -86,25 +102,31 @@ static cl::opt<bool> reference(
     cl::desc("with --train: the sequential reference (one thread, microbatch "
              "after microbatch)"));
 static cl::opt<int> steps("steps", cl::init(1), cl::cat(trainCategory),
-                          cl::desc("training steps"));
-static cl::opt<int> hidden("hidden", cl::init(32), cl::cat(trainCategory));
-static cl::opt<int> heads("heads", cl::init(4), cl::cat(trainCategory));
+                          cl::desc("training steps (default 1)"));
+static cl::opt<int> hidden("hidden", cl::init(32), cl::cat(trainCategory),
+                           cl::desc("model width (default 32)"));
+static cl::opt<int> heads("heads", cl::init(4), cl::cat(trainCategory),
+                          cl::desc("attention heads, dividing --hidden "
+                                   "(default 4)"));
 static cl::opt<int> sequence("seq", cl::init(16), cl::cat(trainCategory),
-                             cl::desc("sequence length"));
-static cl::opt<int> vocab("vocab", cl::init(64), cl::cat(trainCategory));
+                             cl::desc("sequence length (default 16)"));
+static cl::opt<int> vocab("vocab", cl::init(64), cl::cat(trainCategory),
+                          cl::desc("vocabulary size (default 64)"));
 static cl::opt<int> batch("batch", cl::init(2), cl::cat(trainCategory),
-                          cl::desc("sequences per microbatch"));
-static cl::opt<unsigned> seed("seed", cl::init(1), cl::cat(trainCategory));
+                          cl::desc("sequences per microbatch (default 2)"));
+static cl::opt<unsigned> seed("seed", cl::init(1), cl::cat(trainCategory),
+                              cl::desc("seed of the weights and the synthetic "
+                                       "tokens (default 1)"));
 static cl::opt<std::string> modelCode(
     "model", cl::init("reference"), cl::cat(trainCategory),
-    cl::desc("on local and mpi: reference (the CPU model) or device (the "
-             "device model the cuda backend trains with, on a checking host "
-             "device: the GPU code path without a GPU)"));
+    cl::desc("on local and mpi: reference (the CPU model; default) or device "
+             "(the device model the cuda backend trains with, on a checking "
+             "host device: the GPU code path without a GPU)"));
 static cl::opt<std::string> optimizer("optimizer", cl::init("sgd"),
                                       cl::cat(trainCategory),
-                                      cl::desc("sgd or adamw"));
+                                      cl::desc("sgd (default) or adamw"));
 static cl::opt<float> lr("lr", cl::init(0.05f), cl::cat(trainCategory),
-                         cl::desc("learning rate"));
+                         cl::desc("learning rate (default 0.05)"));
 static cl::opt<std::string> dumpGrads(
     "dump-grads", cl::cat(trainCategory),
     cl::desc("directory for each stage's gradients after the first step"));
@@ -358,6 +380,9 @@ static int run(int rank) {
 
 int main(int argc, char **argv) {
   stagecraft::addVersionPrinter();
+  // --help lists Stagecraft's options only (LLVM's back-end options are
+  // linked in but mean nothing here).
+  cl::HideUnrelatedOptions({&runCategory, &trainCategory});
   cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
   if (backend != "local" && backend != "mpi" && backend != "cuda") {
     errs() << "stagecraft-run: error: unknown --backend=" << backend
