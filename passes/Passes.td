@@ -70,19 +70,22 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
            "Schedule kind: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
-           "zb-v or auto">,
+           "zb-v, dualpipev, helix or auto (default 1f1b)">,
     Option<"chunks", "chunks", "int", /*default=*/"0",
-           "Stages per rank for interleaved-1f1b (0: stages / ranks)">,
+           "Stages per rank for interleaved-1f1b (default 0: stages / "
+           "ranks)">,
     Option<"memoryLimit", "memory-limit", "double", /*default=*/"0.0",
-           "Per-rank memory limit (0: the highest 1F1B peak, for auto; no "
-           "limit for the fixed kinds). A fixed kind whose peak exceeds a "
-           "given limit fails">,
+           "Per-rank memory limit (default 0: the highest 1F1B peak, for "
+           "auto; no limit for the fixed kinds). A fixed kind whose peak "
+           "exceeds a given limit fails">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
-           "Seconds the auto search may take">,
+           "Seconds the auto search may take (default 10)">,
     Option<"folds", "folds", "int", /*default=*/"2",
-           "helix: groups of ranks microbatches interleaved layer by layer">,
+           "helix: groups of ranks microbatches interleaved layer by layer "
+           "(default 2)">,
     Option<"recompute", "recompute", "bool", /*default=*/"true",
-           "helix: backwards recompute their block's forward">,
+           "helix: backwards recompute their block's forward (default "
+           "true)">,
     Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "

@@ -20,6 +20,7 @@
 #include "scheduler/ListScheduler.h"
 #include "scheduler/LowerBound.h"
 #include "scheduler/Simulator.h"
+#include "scheduler/ZeroBubbleHeuristic.h"
 
 #include <fmt/format.h>
 
@@ -350,6 +351,21 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     search.consider(generateSchedule(problem, {kind}),
                     scheduleKindName(kind).str());
   }
+
+  // The V heuristic planned for more link latency than there is (more
+  // slack in its offsets and W fills), then simulated with the real one.
+  if (problem.latency > 0.0 && problem.numStages() == 2 * p)
+    if (llvm::Expected<std::vector<int>> v = placeVShape(problem))
+      for (double factor : {5.0, 8.0, 0.5}) {
+        if (search.outOfTime())
+          break;
+        search.consider(
+            zeroBubbleV(problem, *v, std::vector<double>(p, limit),
+                        problem.latency * factor),
+            fmt::format("zb-v planned for latency x{}", factor));
+      }
+    else
+      llvm::consumeError(v.takeError());
 
   // 2. Backbones and greedy policies on every placement.
   struct Backbone {

@@ -182,6 +182,16 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
   policy.laterStageFirst = false;
   llvm::Expected<Schedule> paper =
       zeroBubbleV(problem, *placement, policy.memoryLimit);
+  // With latency, the heuristic planned for 2 or 3 times the real latency
+  // (more slack in its offsets and W fills) often ends sooner once
+  // simulated with the real one; tried up to a size where the extra runs
+  // stay cheap.
+  if (problem.latency > 0.0 &&
+      3.0 * problem.numStages() * problem.microbatches <= 2e5)
+    for (double factor : {2.0, 3.0})
+      paper = faster(problem, std::move(paper),
+                     zeroBubbleV(problem, *placement, policy.memoryLimit,
+                                 problem.latency * factor));
   if (paper && !tryHandcrafted(problem))
     return paper;
   return faster(problem, std::move(paper),

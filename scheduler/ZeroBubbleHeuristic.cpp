@@ -584,14 +584,15 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleChain(
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
     const Problem &problem, llvm::ArrayRef<int> placement,
-    llvm::ArrayRef<double> memoryLimit) {
+    llvm::ArrayRef<double> memoryLimit, std::optional<double> plannedLatency) {
   const int p = problem.ranks, n = problem.numStages();
   std::vector<std::array<UnitCosts, 2>> units(p);
   for (int r = 0; r < p; ++r) {
     units[r][0] = sumOf(problem, {r});
     units[r][1] = sumOf(problem, {n - 1 - r});
   }
-  VHeuristic heuristic(units, problem.microbatches, problem.latency,
+  VHeuristic heuristic(units, problem.microbatches,
+                       plannedLatency.value_or(problem.latency),
                        std::vector<double>(memoryLimit.begin(),
                                            memoryLimit.end()));
   Best best;

@@ -16,6 +16,8 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
+
 namespace stagecraft::pipe::sched {
 
 /// The contiguous zero-bubble heuristic on \p placement (contiguous blocks,
@@ -27,9 +29,14 @@ llvm::Expected<Schedule> zeroBubbleChain(const Problem &problem,
 
 /// The V-shape heuristic on the V \p placement (rank r hosts stages r and
 /// 2p - 1 - r) with per-rank \p memoryLimit. Fails if no variant fits.
-llvm::Expected<Schedule> zeroBubbleV(const Problem &problem,
-                                     llvm::ArrayRef<int> placement,
-                                     llvm::ArrayRef<double> memoryLimit);
+/// \p plannedLatency, when given, is the link latency the heuristic plans
+/// with (its offsets and W fills); the result is still simulated with the
+/// problem's. `auto` tries a few, since planning for more slack than the
+/// link has can shorten the real step.
+llvm::Expected<Schedule>
+zeroBubbleV(const Problem &problem, llvm::ArrayRef<int> placement,
+            llvm::ArrayRef<double> memoryLimit,
+            std::optional<double> plannedLatency = std::nullopt);
 
 } // namespace stagecraft::pipe::sched
 
