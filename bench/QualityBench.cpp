@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/HalfStageModel.h"
 #include "scheduler/AutoScheduler.h"
 #include "scheduler/Generators.h"
 #include "scheduler/Simulator.h"
@@ -21,37 +22,7 @@
 #include <cstdlib>
 
 using namespace stagecraft::pipe::sched;
-
-namespace {
-struct Profile {
-  const char *name;
-  double f, i, w, latency, first, last;
-};
-
-Problem makeProblem(const Profile &profile, int p, int m) {
-  Problem problem;
-  problem.name = "bench";
-  problem.ranks = p;
-  problem.microbatches = m;
-  problem.latency = profile.latency;
-  for (int s = 0; s < 2 * p; ++s) {
-    double scale = s == 0 ? profile.first : s == 2 * p - 1 ? profile.last : 1.0;
-    Stage stage;
-    stage.name = "s" + std::to_string(s);
-    stage.forward = 0.5 * profile.f * scale;
-    stage.backwardInput = 0.5 * profile.i * scale;
-    stage.backwardWeight = 0.5 * profile.w * scale;
-    stage.activation = 0.5;
-    stage.weightGrad = 0.5;
-    problem.stages.push_back(stage);
-  }
-  return problem;
-}
-
-double highest(const std::vector<double> &v) {
-  return *std::max_element(v.begin(), v.end());
-}
-} // namespace
+using namespace stagecraft::pipe::sched::bench;
 
 int main(int argc, char **argv) {
   int maxRanks = argc > 1 ? std::atoi(argv[1]) : 32;
@@ -80,7 +51,7 @@ int main(int argc, char **argv) {
       if (p > maxRanks)
         continue;
       for (int m : {p, 2 * p, 4 * p, 8 * p}) {
-        Problem problem = makeProblem(profile, p, m);
+        Problem problem = halfStageProblem(profile, p, m, /*weightGrad=*/0.5);
         double bound = lowerBound(problem);
         double budget = highest(*oneFOneBPeakMemory(problem));
         double bestFixed = 1e300;

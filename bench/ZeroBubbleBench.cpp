@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/HalfStageModel.h"
 #include "scheduler/AutoScheduler.h"
 #include "scheduler/Generators.h"
 #include "scheduler/Simulator.h"
@@ -22,39 +23,7 @@
 #include <cstdlib>
 
 using namespace stagecraft::pipe::sched;
-
-namespace {
-struct Profile {
-  const char *name;
-  double f, i, w, latency;
-  /// Cost scale of the first and the last stage (embedding, LM head).
-  double first, last;
-};
-
-Problem makeProblem(const Profile &profile, int p, int m) {
-  Problem problem;
-  problem.name = "bench";
-  problem.ranks = p;
-  problem.microbatches = m;
-  problem.latency = profile.latency;
-  for (int s = 0; s < 2 * p; ++s) {
-    double scale = s == 0 ? profile.first : s == 2 * p - 1 ? profile.last : 1.0;
-    Stage stage;
-    stage.name = "s" + std::to_string(s);
-    stage.forward = 0.5 * profile.f * scale;
-    stage.backwardInput = 0.5 * profile.i * scale;
-    stage.backwardWeight = 0.5 * profile.w * scale;
-    stage.activation = 0.5;
-    stage.weightGrad = 0.25;
-    problem.stages.push_back(stage);
-  }
-  return problem;
-}
-
-double highest(const std::vector<double> &v) {
-  return *std::max_element(v.begin(), v.end());
-}
-} // namespace
+using namespace stagecraft::pipe::sched::bench;
 
 int main(int argc, char **argv) {
   double autoSeconds = argc > 1 ? std::atof(argv[1]) : 10.0;
@@ -83,7 +52,7 @@ int main(int argc, char **argv) {
   double worstAuto = 0.0, worstZBV = 0.0;
   for (const Profile &profile : profiles)
     for (auto [p, m] : sizes) {
-      Problem problem = makeProblem(profile, p, m);
+      Problem problem = halfStageProblem(profile, p, m, /*weightGrad=*/0.25);
       double budget = highest(*oneFOneBPeakMemory(problem));
       std::string row = fmt::format("| {} | {}, {} |", profile.name, p, m);
       auto record = [&](const std::string &kind, const Schedule &s,

@@ -535,6 +535,20 @@ struct Best {
     }
     pending.clear();
   }
+  /// The fastest schedule, or an error naming the \p heuristic that found
+  /// none within the memory limit.
+  llvm::Expected<Schedule> take(const Problem &problem,
+                                llvm::StringRef heuristic) {
+    settle(problem);
+    if (!schedule)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("the {} heuristic finds no schedule within the memory "
+                      "limit{}",
+                      heuristic.str(),
+                      lastError.empty() ? "" : ": " + lastError));
+    return std::move(*schedule);
+  }
 };
 } // namespace
 
@@ -572,14 +586,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleChain(
         emit(s.ranks[blockRank[k]], blocks[k], type, mb);
     best.add(heuristic.estimate(), std::move(s));
   }
-  best.settle(problem);
-  if (!best.schedule)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        fmt::format("the zero-bubble heuristic finds no schedule within the "
-                    "memory limit{}",
-                    best.lastError.empty() ? "" : ": " + best.lastError));
-  return std::move(*best.schedule);
+  return best.take(problem, "zero-bubble");
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
@@ -621,12 +628,5 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
         approved = result->bubble;
       }
     }
-  best.settle(problem);
-  if (!best.schedule)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        fmt::format("the ZB-V heuristic finds no schedule within the memory "
-                    "limit{}",
-                    best.lastError.empty() ? "" : ": " + best.lastError));
-  return std::move(*best.schedule);
+  return best.take(problem, "ZB-V");
 }
