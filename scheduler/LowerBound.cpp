@@ -69,20 +69,6 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   auto lat = [&](int a, int b) {
     return placement[a] == placement[b] ? 0.0 : problem.latency;
   };
-  // K[s]: microbatches that may be between F(s) and I(s) at once.
-  std::vector<int> inFlight(n, m);
-  std::vector<double> open(problem.ranks, 0.0);
-  for (int s = 0; s < n; ++s) {
-    int r = placement[s];
-    open[r] += problem.stages[s].activation;
-    if (memoryLimit.empty() || open[r] <= 0.0)
-      continue;
-    double k = std::floor(memoryLimit[r] / open[r] + 1e-9);
-    if (k < 1.0)
-      return inf;
-    inFlight[s] = static_cast<int>(std::min<double>(k, m));
-  }
-  auto at = [&](int s, int k) { return static_cast<size_t>(s) * m + k; };
   // Activation of s and the stages of its rank before it: what a
   // microbatch between F(s) and I(s) holds at least.
   std::vector<double> held(n);
@@ -91,6 +77,17 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     for (int s = 0; s < n; ++s)
       held[s] = sum[placement[s]] += problem.stages[s].activation;
   }
+  // K[s]: microbatches that may be between F(s) and I(s) at once.
+  std::vector<int> inFlight(n, m);
+  for (int s = 0; s < n; ++s) {
+    if (memoryLimit.empty() || held[s] <= 0.0)
+      continue;
+    double k = std::floor(memoryLimit[placement[s]] / held[s] + 1e-9);
+    if (k < 1.0)
+      return inf;
+    inFlight[s] = static_cast<int>(std::min<double>(k, m));
+  }
+  auto at = [&](int s, int k) { return static_cast<size_t>(s) * m + k; };
   // Heads: start of the k-th F / I / W of a stage.
   std::vector<double> hF(static_cast<size_t>(n) * m), hI(hF.size()),
       hW(hF.size());

@@ -3,7 +3,7 @@
 // The zero-bubble schedules of Qi et al. ("Zero Bubble Pipeline
 // Parallelism", ICLR 2024; "Pipeline Parallelism with Controllable Memory",
 // 2024): the backward is split into I and W, I runs as soon as it can, and
-// W fills the time a rank would otherwise idle. Each kind is the faster of
+// W fills the time a rank would otherwise idle. Each kind is the fastest of
 // the papers' heuristic (ZeroBubbleHeuristic.h) and the handcrafted shape
 // (a 1F1B-shaped order of F and I with W filling the waits, or for ZB-V a
 // forward-first list policy), both at the kind's memory:
@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 using namespace stagecraft::pipe::sched;
 
@@ -59,37 +60,51 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
   return listSchedule(problem, placement, policy);
 }
 
-/// Whether the handcrafted list-scheduler shape is also tried: its event
-/// loop visits every rank at every event (ranks x actions steps), which at
-/// thousands of ranks costs seconds; the papers' heuristics are linear.
-static bool tryHandcrafted(const Problem &problem) {
-  double actions = 3.0 * problem.numStages() * problem.microbatches;
-  return problem.ranks * actions <= 1e8;
-}
+/// The fastest of several candidate schedules, each simulated once. The
+/// first of equally fast candidates wins; when every candidate failed, the
+/// first failure is the result.
+class Fastest {
+public:
+  explicit Fastest(const Problem &problem) : problem(problem) {}
 
-/// The faster of \p a and \p b (either may have failed; fails when both did,
-/// with \p a's error).
-static llvm::Expected<Schedule> faster(const Problem &problem,
-                                       llvm::Expected<Schedule> a,
-                                       llvm::Expected<Schedule> b) {
-  if (!b) {
-    llvm::consumeError(b.takeError());
-    return a;
+  void add(llvm::Expected<Schedule> candidate) {
+    if (!candidate) {
+      if (firstError)
+        llvm::consumeError(candidate.takeError());
+      else
+        firstError = candidate.takeError();
+      return;
+    }
+    llvm::Expected<Timeline> t = simulate(problem, *candidate);
+    if (!t) {
+      llvm::consumeError(t.takeError());
+      invalid = true;
+      return;
+    }
+    if (!best || t->makespan < makespan - 1e-9) {
+      best = std::move(*candidate);
+      makespan = t->makespan;
+    }
   }
-  if (!a) {
-    llvm::consumeError(a.takeError());
-    return b;
+
+  llvm::Expected<Schedule> take() {
+    if (!best && !invalid)
+      return std::move(firstError);
+    llvm::consumeError(std::move(firstError));
+    if (invalid)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "a zero-bubble candidate does not "
+                                     "verify");
+    return std::move(*best);
   }
-  llvm::Expected<Timeline> ta = simulate(problem, *a);
-  llvm::Expected<Timeline> tb = simulate(problem, *b);
-  if (!ta || !tb) {
-    llvm::consumeError(ta.takeError());
-    llvm::consumeError(tb.takeError());
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "a zero-bubble candidate does not verify");
-  }
-  return tb->makespan < ta->makespan - 1e-9 ? std::move(b) : std::move(a);
-}
+
+private:
+  const Problem &problem;
+  std::optional<Schedule> best;
+  double makespan = 0.0;
+  llvm::Error firstError = llvm::Error::success();
+  bool invalid = false;
+};
 
 /// The highest per-rank peak of 1F1B on \p placement.
 static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
@@ -110,13 +125,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   // peak on every rank.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest);
-  llvm::Expected<Schedule> paper = zeroBubbleChain(problem, placement, limits);
-  if (paper && !tryHandcrafted(problem))
-    return paper;
-  return faster(problem, std::move(paper),
-                zeroBubble(
-                    problem, placement, [&](int k) { return p - k - 1; },
-                    limits));
+  Fastest fastest(problem);
+  fastest.add(zeroBubbleChain(problem, placement, limits));
+  fastest.add(zeroBubble(
+      problem, placement, [&](int k) { return p - k - 1; }, limits));
+  return fastest.take();
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
@@ -129,13 +142,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   // ranks can run their I early and defer W to the end.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest * (2.0 * p - 1) / p);
-  llvm::Expected<Schedule> paper = zeroBubbleChain(problem, placement, limits);
-  if (paper && !tryHandcrafted(problem))
-    return paper;
-  return faster(problem, std::move(paper),
-                zeroBubble(
-                    problem, placement, [&](int k) { return 2 * (p - k) - 2; },
-                    limits));
+  Fastest fastest(problem);
+  fastest.add(zeroBubbleChain(problem, placement, limits));
+  fastest.add(zeroBubble(
+      problem, placement, [&](int k) { return 2 * (p - k) - 2; }, limits));
+  return fastest.take();
 }
 
 llvm::Expected<std::vector<int>>
@@ -180,8 +191,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
                             *std::max_element(peaks->begin(), peaks->end()));
   policy.backwardFirst = false;
   policy.laterStageFirst = false;
-  llvm::Expected<Schedule> paper =
-      zeroBubbleV(problem, *placement, policy.memoryLimit);
+  Fastest fastest(problem);
+  fastest.add(zeroBubbleV(problem, *placement, policy.memoryLimit));
   // With latency, the heuristic planned for 2 or 3 times the real latency
   // (more slack in its offsets and W fills) often ends sooner once
   // simulated with the real one; tried up to a size where the extra runs
@@ -189,11 +200,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
   if (problem.latency > 0.0 &&
       3.0 * problem.numStages() * problem.microbatches <= 2e5)
     for (double factor : {2.0, 3.0})
-      paper = faster(problem, std::move(paper),
-                     zeroBubbleV(problem, *placement, policy.memoryLimit,
-                                 problem.latency * factor));
-  if (paper && !tryHandcrafted(problem))
-    return paper;
-  return faster(problem, std::move(paper),
-                listSchedule(problem, *placement, policy));
+      fastest.add(zeroBubbleV(problem, *placement, policy.memoryLimit,
+                              problem.latency * factor));
+  fastest.add(listSchedule(problem, *placement, policy));
+  return fastest.take();
 }
