@@ -313,9 +313,11 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
       return peaks.takeError();
     limit = *std::max_element(peaks->begin(), peaks->end());
   }
+  // Computed once: the balanced blocks are a dynamic program over stages.
+  const std::vector<NamedPlacement> placements = candidatePlacements(problem);
   // Below what one microbatch needs on some rank, nothing can run.
   double need = std::numeric_limits<double>::infinity();
-  for (const NamedPlacement &np : candidatePlacements(problem)) {
+  for (const NamedPlacement &np : placements) {
     std::vector<double> perRank(problem.ranks, 0.0);
     for (int s = 0; s < problem.numStages(); ++s)
       perRank[np.placement[s]] += problem.stages[s].activation;
@@ -328,11 +330,13 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     "the busiest rank of any placement",
                     limit, need));
   Search search(problem, options, limit);
-  search.bound = lowerBound(problem);
+  search.bound = std::numeric_limits<double>::infinity();
+  for (const NamedPlacement &np : placements)
+    search.bound = std::min(search.bound, lowerBound(problem, np.placement));
   // Part of the time budget: computed before the search, which gets the
   // rest.
   double memoryBound = std::numeric_limits<double>::infinity();
-  for (const NamedPlacement &np : candidatePlacements(problem))
+  for (const NamedPlacement &np : placements)
     memoryBound = std::min(
         memoryBound,
         memoryAwareLowerBound(problem, np.placement,
@@ -397,7 +401,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                              ActionKind::BackwardInput);
     return listSchedule(problem, placement, policy);
   };
-  for (const NamedPlacement &np : candidatePlacements(problem)) {
+  for (const NamedPlacement &np : placements) {
     bool contiguous = isContiguous(np.placement);
     bool roundRobin = np.name == "round-robin";
     if (contiguous || roundRobin) {
