@@ -15,6 +15,45 @@
 
 using namespace stagecraft::pipe::sched;
 
+/// What each timeline letter stands for.
+static const char *letterMeaning(ActionKind kind) {
+  switch (kind) {
+  case ActionKind::Forward:
+    return "forward";
+  case ActionKind::BackwardInput:
+    return "backward for the input gradient";
+  case ActionKind::BackwardWeight:
+    return "backward for the weight gradient";
+  case ActionKind::Backward:
+    return "whole backward";
+  case ActionKind::ForwardBackward:
+    return "forward of one microbatch overlapped with a backward of another";
+  case ActionKind::AttentionForward:
+    return "attention forward";
+  case ActionKind::AttentionBackward:
+    return "attention backward";
+  }
+  llvm_unreachable("unknown action kind");
+}
+
+int stagecraft::pipe::sched::timelineWidthForLabels(const Timeline &timeline) {
+  if (timeline.makespan <= 0.0)
+    return 1;
+  // The scale at which every action is at least as many columns wide as its
+  // letter and microbatch number.
+  double scale = 0.0;
+  for (const auto &rank : timeline.ranks)
+    for (const TimedAction &ta : rank) {
+      double duration = ta.end - ta.start;
+      if (duration <= 0.0)
+        continue;
+      double label = 1.0 + std::to_string(ta.action.microbatch).size();
+      scale = std::max(scale, std::ceil(label / duration));
+    }
+  double columns = std::ceil(timeline.makespan * scale);
+  return static_cast<int>(std::clamp(columns, 1.0, 1e9));
+}
+
 std::string stagecraft::pipe::sched::renderAsciiTimeline(
     const Schedule &schedule, const Timeline &timeline, int width) {
   std::string out;
@@ -36,11 +75,12 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
       chunk[stages[k]] = static_cast<int>(k);
     multiChunk |= stages.size() > 1;
   }
-  if (multiChunk)
-    out += "; lowercase: a rank's 2nd, 4th, ... stage";
   out += "\n";
   const int labelWidth =
       static_cast<int>(std::to_string(timeline.ranks.size() - 1).size());
+  int64_t hidden = 0;
+  std::vector<bool> seen(static_cast<size_t>(ActionKind::AttentionBackward) + 1,
+                         false);
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     std::string row(columns, '.');
     for (const TimedAction &ta : timeline.ranks[r]) {
@@ -48,20 +88,43 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
       int end = static_cast<int>(std::lround(ta.end * scale));
       begin = std::min(begin, columns - 1);
       end = std::clamp(end, begin + 1, columns);
+      seen[static_cast<size_t>(ta.action.kind)] = true;
       char letter = actionLetter(ta.action.kind);
       if (chunk[ta.action.stage] % 2 == 1)
         letter = static_cast<char>(std::tolower(letter));
       std::string label = fmt::format("{}{}", letter, ta.action.microbatch);
       int span = end - begin;
-      // Too narrow for the microbatch: the letter alone, never a cut number.
-      if (static_cast<int>(label.size()) > span)
+      // Too narrow for the microbatch: the letter alone, never a cut number,
+      // and counted so that the legend says so.
+      if (static_cast<int>(label.size()) > span) {
         label = std::string(span, letter);
+        ++hidden;
+      }
       for (int c = begin; c < end; ++c)
         row[c] = c - begin < static_cast<int>(label.size()) ? label[c - begin]
                                                             : ' ';
     }
     out += fmt::format("rank {:>{}} |{}|\n", r, labelWidth, row);
   }
+  // The legend: every letter drawn, then what the numbers are.
+  out += "legend:";
+  const char *sep = " ";
+  for (size_t k = 0; k < seen.size(); ++k)
+    if (seen[k]) {
+      auto kind = static_cast<ActionKind>(k);
+      out += fmt::format("{}{} {}", sep, actionLetter(kind),
+                         letterMeaning(kind));
+      sep = ", ";
+    }
+  out += ", . idle; the number after a letter is the microbatch";
+  if (multiChunk)
+    out += "; lowercase: the rank's 2nd, 4th, ... stage";
+  out += "\n";
+  if (hidden > 0)
+    out += fmt::format("note: {} actions are too narrow here to show their "
+                       "microbatch number (drawn as letters only); "
+                       "--timeline-width={} shows every number\n",
+                       hidden, timelineWidthForLabels(timeline));
   return out;
 }
 
@@ -85,6 +148,9 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      "(makespan / bound {:.4f})\n",
                      timeline.makespan, timeline.bubbleRatio, bound,
                      bound > 0.0 ? timeline.makespan / bound : 1.0);
+  out += "lower bound: no schedule with this placement of stages on ranks "
+         "ends sooner (the longest rank's work plus the forward chain it "
+         "must wait for; memory ignored)\n";
   out += fmt::format("span {:.6g} (largest per-rank span, first start to "
                      "last end on one rank: the zero-bubble papers' figure)\n",
                      timeline.maxSpan());
