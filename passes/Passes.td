@@ -162,7 +162,7 @@ def PipePlanBuffersPass : Pass<"pipe-plan-buffers", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"unitBytes", "unit-bytes", "int64_t", /*default=*/"4096",
-           "Bytes per memory unit of the spec">,
+           "Bytes per memory unit of the spec (default 4096)">,
   ];
 }
 

@@ -47,14 +47,17 @@ struct TranslateOptions {
                      "only one)")};
   llvm::cl::opt<int64_t> unitBytes{
       "unit-bytes", llvm::cl::init(4096),
-      llvm::cl::desc("--pipe-to-plan: bytes per memory unit of the spec")};
+      llvm::cl::desc("--pipe-to-plan: bytes per memory unit of the spec (default "
+                     "4096)")};
   llvm::cl::opt<int64_t> messageBytes{
       "message-bytes", llvm::cl::init(64),
       llvm::cl::desc("--pipe-to-plan: smallest activation/gradient buffer (for "
-                     "stagecraft-run --train, at least the model's message)")};
+                     "stagecraft-run --train, at least the model's message; default 64)")};
   llvm::cl::opt<int> timelineWidth{
       "timeline-width", llvm::cl::init(100),
-      llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline")};
+      llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline (default "
+                     "100; a note names the width that shows every "
+                     "microbatch number when they do not fit)")};
 };
 } // namespace
 

@@ -6,13 +6,19 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/Help.h"
 #include "tools/Version.h"
 #include "dialect/PipeDialect.h"
 #include "dialect/PipeParse.h"
 #include "passes/Passes.h"
 
+#include "mlir/Debug/CLOptionsSetup.h"
+#include "mlir/Debug/Counter.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
@@ -44,6 +50,20 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<stagecraft::pipe::PipeDialect>();
   stagecraft::pipe::registerPipePasses();
+  // MLIR's options, registered here (registerAndParseCLIOptions registers
+  // them again, which is a no-op) so that --help can be kept to the passes
+  // and the options a pipe user needs.
+  mlir::MlirOptMainConfig::registerCLOptions(registry);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  mlir::tracing::DebugCounter::registerCLOptions();
+  stagecraft::showOnly({"help", "help-list", "version", "pass-pipeline",
+                        "split-input-file", "verify-diagnostics",
+                        "mlir-print-debuginfo", "mlir-print-op-on-diagnostic",
+                        "mlir-timing", "show-dialects"},
+                       {"pipe-"});
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "Stagecraft pipeline schedule optimizer\n", registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
