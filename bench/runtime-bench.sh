@@ -25,8 +25,8 @@ for kind in 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v dualpipev; do
       out=$("$run" --backend="$backend" "$work/spec.mlir" --schedule="$kind" \
         --time-unit=2ms)
     fi
-    line=$(echo "$out" | grep "^step wall")
-    measured=$(echo "$line" | sed -E 's/step wall ([0-9.]+) ms.*/\1/')
+    line=$(echo "$out" | grep "^one step: ")
+    measured=$(echo "$line" | sed -E 's/one step: measured ([0-9.]+) ms.*/\1/')
     simulated=$(echo "$line" | sed -E 's/.*simulated ([0-9.]+) ms,.*/\1/')
     ratio=$(echo "$line" | sed -E 's/.*measured \/ simulated ([0-9.]+).*/\1/')
     overhead=$(echo "$out" | grep "^runtime overhead" |

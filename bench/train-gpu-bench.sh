@@ -43,9 +43,10 @@ timed() {
 for kind in reference gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v dualpipev auto; do
   one=$(timed 1 "$kind")
   more=$(timed $((steps + 1)) "$kind")
-  w1=$(echo "$one" | sed -nE 's/^wall ([0-9.]+) ms for.*/\1/p')
-  w2=$(echo "$more" | sed -nE 's/^wall ([0-9.]+) ms for.*/\1/p')
-  sim=$(echo "$more" | sed -nE 's/.*simulated step ([0-9.]+) ms$/\1/p')
+  w1=$(echo "$one" | sed -nE 's/^all [0-9]+ steps: measured ([0-9.]+) ms$/\1/p')
+  w2=$(echo "$more" | sed -nE 's/^all [0-9]+ steps: measured ([0-9.]+) ms$/\1/p')
+  sim=$(echo "$more" | sed -nE 's/^per step .*, simulated ([0-9.]+) ms,.*/\1/p')
+  [ -n "$sim" ] || sim=0
   tokens=$(echo "$more" | sed -nE 's/.* x ([0-9]+) microbatches x ([0-9]+) tokens.*/\1 \2/p')
   loss=$(echo "$more" | grep "^step $steps loss" | awk '{print $4}')
   read -r mbs tpm <<< "$tokens"

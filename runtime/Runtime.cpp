@@ -231,39 +231,66 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                                                  const RunOptions &options,
                                                  llvm::StringRef backend) {
   const double unitMs = options.exec.timeUnit * 1e3;
-  double simulated = plan.simulatedMakespan * unitMs;
-  std::string out = fmt::format(
-      "ran @{} for @{} on {} ranks ({} backend, 1 time unit = {:.6g} ms)\n",
-      plan.schedule, plan.pipeline, plan.numRanks(), backend.str(), unitMs);
-  if (options.exec.train)
-    // The simulated step is meaningful when the costs are measured ones
-    // (--profile writes milliseconds: run with --time-unit=1ms).
-    out += fmt::format("wall {:.3f} ms for {} training steps, simulated step "
-                       "{:.3f} ms\n",
-                       report.wall * 1e3, options.exec.train->steps, simulated);
+  const double simulated = plan.simulatedMakespan * unitMs;
+  const bool train = options.exec.train != nullptr;
+  const bool sequential = backend == "sequential reference";
+  // Every figure below is per step; a run of several training steps adds
+  // the totals on one line of their own.
+  const int steps = train ? std::max(1, options.exec.train->steps) : 1;
+  const double wallMs = report.wall * 1e3;
+  std::string out;
+  if (sequential)
+    out += fmt::format("ran the sequential reference of @{}: one thread, "
+                       "microbatch by microbatch, no pipeline (so no ranks, "
+                       "instructions or simulation)\n",
+                       plan.pipeline);
   else
-    out += fmt::format("step wall {:.3f} ms, simulated {:.3f} ms, measured / "
-                       "simulated {:.4f}\n",
-                       report.wall * 1e3, simulated,
-                       simulated > 0 ? report.wall * 1e3 / simulated : 1.0);
-  out += fmt::format("{:>5}  {:>12}  {:>12}  {:>10}  {:>12}  {:>14}\n", "rank",
-                     "busy ms", "sim busy ms", "wait ms", "instructions",
-                     "overhead us/op");
+    out += fmt::format("ran @{} for @{} on {} ranks, {} backend\n",
+                       plan.schedule, plan.pipeline, plan.numRanks(),
+                       backend.str());
+  if (!sequential)
+    out += fmt::format(
+        "units: measured = wall-clock ms; simulated = the spec's cost units x "
+        "--time-unit (1 unit = {:.6g} ms){}\n",
+        unitMs,
+        train ? "; the spec's costs are estimates unless --profile measured "
+                "them, so compare the two only then"
+              : "");
+  std::string perStep =
+      train ? fmt::format("per step (mean of {})", steps) : "one step";
+  if (sequential)
+    out += fmt::format("{}: measured {:.3f} ms\n", perStep, wallMs / steps);
+  else
+    out += fmt::format("{}: measured {:.3f} ms, simulated {:.3f} ms, "
+                       "measured / simulated {:.4f}\n",
+                       perStep, wallMs / steps, simulated,
+                       simulated > 0 ? wallMs / steps / simulated : 1.0);
+  if (train)
+    out += fmt::format("all {} steps: measured {:.3f} ms\n", steps, wallMs);
   size_t instructions = 0;
   double overhead = 0.0;
-  for (const RankResult &r : report.ranks) {
-    double simBusy = r.rank < static_cast<int>(plan.simulatedBusy.size())
-                         ? plan.simulatedBusy[r.rank] * unitMs
-                         : 0.0;
-    out += fmt::format("{:>5}  {:>12.3f}  {:>12.3f}  {:>10.3f}  {:>12}  "
-                       "{:>14.2f}\n",
-                       r.rank, r.busy * 1e3, simBusy, r.waiting * 1e3,
-                       r.instructions,
-                       r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
-    instructions += r.instructions;
-    overhead += r.overhead;
+  if (!sequential) {
+    out += fmt::format("per rank, {}:\n", train ? "per step" : "in the step");
+    out += fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>12}  {:>10}\n",
+                       "rank", "busy ms", "busy ms", "wait ms",
+                       "instructions", "overhead");
+    out += fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>12}  {:>10}\n", "",
+                       "measured", "simulated", "measured", "",
+                       "us/instr");
+    for (const RankResult &r : report.ranks) {
+      double simBusy = r.rank < static_cast<int>(plan.simulatedBusy.size())
+                           ? plan.simulatedBusy[r.rank] * unitMs
+                           : 0.0;
+      out += fmt::format(
+          "{:>5}  {:>10.3f}  {:>10.3f}  {:>10.3f}  {:>12}  {:>10.2f}\n",
+          r.rank, r.busy * 1e3 / steps, simBusy, r.waiting * 1e3 / steps,
+          r.instructions / steps,
+          r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
+      instructions += r.instructions;
+      overhead += r.overhead;
+    }
   }
-  if (options.exec.train) {
+  if (train) {
     const TrainOptions &t = *options.exec.train;
     for (size_t k = 0; k < report.losses.size(); ++k)
       out += fmt::format("step {} loss {:.6f}\n", k, report.losses[k]);

@@ -277,6 +277,11 @@ static int run(int rank) {
     }
     if (err)
       return fail(std::move(err));
+    // Say where the measured spec went (on stderr when it went to stdout).
+    (output == "-" ? errs() : outs())
+        << "profiled costs (milliseconds per microbatch) written to "
+        << (output == "-" ? StringRef("stdout") : output)
+        << "; run or schedule that spec with --time-unit=1ms\n";
     return 0;
   }
   Expected<sched::Plan> plan = loadInput(
