@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include <unistd.h>
+
 using namespace stagecraft::runtime;
 
 static llvm::Error failure(std::string message) {
@@ -58,4 +60,47 @@ llvm::Error stagecraft::runtime::checkTrainOptions(const TrainOptions &train) {
   if (!std::isfinite(lr) || lr < 0.0f)
     return failure(fmt::format("--lr={} must be a finite number >= 0", lr));
   return train.model.validate();
+}
+
+std::string stagecraft::runtime::mpirunCommand(int ranks,
+                                               llvm::StringRef command) {
+  // Open MPI refuses root without --allow-run-as-root, and more processes
+  // than cores without --oversubscribe (which costs nothing otherwise).
+  return fmt::format("mpirun {}--oversubscribe -np {} {}",
+                     geteuid() == 0 ? "--allow-run-as-root " : "", ranks,
+                     command.str());
+}
+
+std::string stagecraft::runtime::processCountError(int ranks, int size,
+                                                   llvm::StringRef command) {
+  return fmt::format("the plan has {} ranks but {} MPI {} run it; "
+                     "launch with: {}",
+                     ranks, size, size == 1 ? "process" : "processes",
+                     mpirunCommand(ranks, command.empty()
+                                              ? llvm::StringRef("stagecraft-run ...")
+                                              : command));
+}
+
+std::string stagecraft::runtime::quoteCommandLine(int argc,
+                                                  const char *const *argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    bool plain = !arg.empty() && arg.find_first_not_of(
+                                     "abcdefghijklmnopqrstuvwxyz"
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789_@%+=:,./-") ==
+                                     llvm::StringRef::npos;
+    if (!out.empty())
+      out += ' ';
+    if (plain) {
+      out += arg.str();
+      continue;
+    }
+    out += '\'';
+    for (char c : arg)
+      out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
 }

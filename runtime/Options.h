@@ -32,6 +32,19 @@ llvm::Expected<double> parseBytes(llvm::StringRef text, llvm::StringRef what);
 /// a finite non-negative learning rate, a known optimizer.
 llvm::Error checkTrainOptions(const TrainOptions &train);
 
+/// The mpirun command that runs \p command (a stagecraft-run command line)
+/// on \p ranks processes here: with --allow-run-as-root when this process
+/// runs as root and --oversubscribe when the machine has fewer cores than
+/// \p ranks (Open MPI refuses both otherwise).
+std::string mpirunCommand(int ranks, llvm::StringRef command);
+
+/// "the plan has R ranks but S MPI processes run it; launch with: <the
+/// mpirunCommand>".
+std::string processCountError(int ranks, int size, llvm::StringRef command);
+
+/// \p argv shell-quoted and joined: the command as a user would retype it.
+std::string quoteCommandLine(int argc, const char *const *argv);
+
 } // namespace stagecraft::runtime
 
 #endif // STAGECRAFT_RUNTIME_OPTIONS_H

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Runtime.h"
+#include "runtime/Options.h"
 
 #include "scheduler/ChromeTrace.h"
 
@@ -155,11 +156,9 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
   if (size != plan.numRanks())
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("rank {}: the plan has {} ranks but {} MPI processes run "
-                    "it; launch with mpirun -np {} (as root add "
-                    "--allow-run-as-root; with fewer cores than ranks add "
-                    "--oversubscribe)",
-                    rank, plan.numRanks(), size, plan.numRanks()));
+        fmt::format("rank {}: {}", rank,
+                    processCountError(plan.numRanks(), size,
+                                      options.commandLine)));
   std::unique_ptr<Communicator> comm = createMpiCommunicator();
   ProgressMonitor monitor(size, options.timeout);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -26,6 +26,9 @@ struct RunOptions {
   /// ordered by events), "nccl" (NCCL send / receive, every rank on a GPU
   /// of its own) or "auto" (nccl when ranks fit the GPUs and NCCL is built).
   std::string cudaTransport = "auto";
+  /// The command that started this run (argv, shell-quoted), so that a
+  /// process-count error can print the mpirun command that would work.
+  std::string commandLine;
 };
 
 struct RunReport {

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Runtime.h"
+#include "runtime/Options.h"
 #include "runtime/cuda/Spin.h"
 
 #include "kernels/cuda/CudaStage.h"
@@ -722,9 +723,8 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
                                    fmt::format("{}: {}", who, what));
   };
   if (size != plan.numRanks())
-    return error(fmt::format("the plan has {} ranks but {} MPI processes run "
-                             "it; launch with mpirun -np {}",
-                             plan.numRanks(), size, plan.numRanks()));
+    return error(
+        processCountError(plan.numRanks(), size, options.commandLine));
   llvm::Expected<int> devices = deviceCount();
   if (!devices)
     return error(llvm::toString(devices.takeError()));

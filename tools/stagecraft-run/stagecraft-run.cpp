@@ -212,6 +212,10 @@ static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   return plan;
 }
 
+/// This process's command line, for the mpirun command a process-count
+/// error prints.
+static std::string commandLine;
+
 static int run(int rank) {
   auto fail = [&](Error err) {
     errs() << "stagecraft-run: error: " << toString(std::move(err)) << "\n";
@@ -312,6 +316,7 @@ static int run(int rank) {
   options.exec.timeUnit = *unit;
   options.exec.train = train ? &training : nullptr;
   options.timeout = *limit;
+  options.commandLine = commandLine;
   options.tracePath = tracePath;
   options.cudaTransport = cudaTransport;
   if (killRank >= 0 && killRank == rank)
@@ -389,6 +394,7 @@ int main(int argc, char **argv) {
   // linked in but mean nothing here).
   cl::HideUnrelatedOptions({&runCategory, &trainCategory});
   cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
+  commandLine = stagecraft::runtime::quoteCommandLine(argc, argv);
   if (backend != "local" && backend != "mpi" && backend != "cuda") {
     errs() << "stagecraft-run: error: unknown --backend=" << backend
            << "; expected local, mpi or cuda\n";
