@@ -16,6 +16,7 @@ config.test_exec_root = os.path.join(config.stagecraft_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%stagecraft_src", config.stagecraft_src_root))
 config.substitutions.append(("%examples", os.path.join(config.stagecraft_src_root, "examples")))
 
 llvm_config.use_default_substitutions()
