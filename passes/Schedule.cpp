@@ -30,6 +30,28 @@ namespace stagecraft::pipe {
 using namespace mlir;
 using namespace stagecraft::pipe;
 
+/// What to do about a failed schedule, for the errors whose fix is not in
+/// the message itself.
+static std::optional<std::string> hintFor(llvm::StringRef kind,
+                                          llvm::StringRef message) {
+  if (message.contains("V placement needs"))
+    return std::string("split the model into twice as many stages as ranks, "
+                       "or use zb-h1 or zb-h2, which take any number of "
+                       "stages from one per rank");
+  if (message.contains("interleaved placement with"))
+    return std::string("leave chunks= out (stages / ranks), or give the "
+                       "pipeline chunks x ranks stages");
+  if (message.contains("exceeds memory-limit="))
+    return std::string("raise memory-limit=, use a kind with a lower peak "
+                       "(1f1b, zb-h1), or kind=auto, which searches under "
+                       "the limit");
+  if (message.contains("needs attention(...)"))
+    return std::string("helix needs attention(forward = ..., backward = ...) "
+                       "on every stage but the last (see "
+                       "examples/helix.mlir)");
+  return std::nullopt;
+}
+
 namespace {
 struct SchedulePass
     : public stagecraft::pipe::impl::PipeSchedulePassBase<SchedulePass> {
@@ -105,9 +127,13 @@ struct SchedulePass
       double bound = 0.0;
       llvm::Expected<sched::Schedule> schedule = generate(problem, choice, bound);
       if (!schedule) {
-        pipeline.emitError() << "cannot schedule pipeline @"
-                             << pipeline.getSymName() << " as " << kind
-                             << ": " << llvm::toString(schedule.takeError());
+        std::string message = llvm::toString(schedule.takeError());
+        InFlightDiagnostic diag = pipeline.emitError()
+                                  << "cannot schedule pipeline @"
+                                  << pipeline.getSymName() << " as " << kind
+                                  << ": " << message;
+        if (std::optional<std::string> hint = hintFor(kind, message))
+          diag.attachNote() << *hint;
         return signalPassFailure();
       }
       OpBuilder builder(module.getContext());
