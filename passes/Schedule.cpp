@@ -123,11 +123,24 @@ struct SchedulePass
             int64_t(maxActions));
         return signalPassFailure();
       }
-      std::string choice;
-      double bound = 0.0;
-      llvm::Expected<sched::Schedule> schedule = generate(problem, choice, bound);
-      if (!schedule) {
-        std::string message = llvm::toString(schedule.takeError());
+      sched::KindRequest request;
+      request.kind = kind;
+      request.chunks = chunks;
+      request.folds = folds;
+      request.recompute = recompute;
+      request.memoryLimit = memoryLimit;
+      request.timeLimit = timeLimit;
+      request.progress = [&](const sched::AutoProgress &p) {
+        llvm::errs() << fmt::format(
+            "pipe-schedule auto @{}: {} candidates in {:.1f} s, best makespan "
+            "{:.6g} ({}), lower bound {:.6g}\n",
+            problem.name, p.candidates, p.seconds, p.bestMakespan, p.bestName,
+            p.lowerBound);
+      };
+      llvm::Expected<sched::KindResult> result =
+          sched::scheduleByName(problem, request);
+      if (!result) {
+        std::string message = llvm::toString(result.takeError());
         InFlightDiagnostic diag = pipeline.emitError()
                                   << "cannot schedule pipeline @"
                                   << pipeline.getSymName() << " as " << kind
@@ -143,72 +156,17 @@ struct SchedulePass
         if (c == '-')
           c = '_';
       ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
-                                    kind, *schedule);
-      if (!choice.empty()) {
-        op->setAttr("auto_choice", builder.getStringAttr(choice));
-        op->setAttr("lower_bound", builder.getF64FloatAttr(bound));
+                                    kind, result->schedule);
+      if (!result->choice.empty()) {
+        op->setAttr("auto_choice", builder.getStringAttr(result->choice));
+        op->setAttr("lower_bound", builder.getF64FloatAttr(result->lowerBound));
         op->setAttr("memory_aware_bound",
-                    builder.getF64FloatAttr(memoryAwareBound));
+                    builder.getF64FloatAttr(result->memoryAwareBound));
       }
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));
     }
   }
 
-  /// The memory-aware bound of the last `auto` search.
-  double memoryAwareBound = 0.0;
-
-  /// The schedule of \p problem for the pass options. For `auto`, sets
-  /// \p choice and \p bound (and `memoryAwareBound`).
-  llvm::Expected<sched::Schedule> generate(const sched::Problem &problem,
-                                           std::string &choice,
-                                           double &bound) {
-    if (kind == "auto") {
-      if (chunks > 1)
-        return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "chunks applies to interleaved-1f1b "
-                                       "only; auto chooses the placement");
-      sched::AutoOptions options;
-      options.memoryLimit = memoryLimit;
-      options.timeLimit = timeLimit;
-      options.progress = [&](const sched::AutoProgress &p) {
-        llvm::errs() << fmt::format(
-            "pipe-schedule auto @{}: {} candidates in {:.1f} s, best makespan "
-            "{:.6g} ({}), lower bound {:.6g}\n",
-            problem.name, p.candidates, p.seconds, p.bestMakespan, p.bestName,
-            p.lowerBound);
-      };
-      llvm::Expected<sched::AutoResult> result =
-          sched::autoSchedule(problem, options);
-      if (!result)
-        return result.takeError();
-      choice = result->name;
-      bound = result->lowerBound;
-      memoryAwareBound = result->memoryAwareBound;
-      return std::move(result->schedule);
-    }
-    llvm::Expected<sched::ScheduleKind> parsed = sched::parseScheduleKind(kind);
-    if (!parsed)
-      return parsed.takeError();
-    sched::ScheduleOptions options;
-    options.kind = *parsed;
-    options.chunks = chunks;
-    options.folds = folds;
-    options.recompute = recompute;
-    llvm::Expected<sched::Schedule> schedule =
-        sched::generateSchedule(problem, options);
-    if (!schedule || memoryLimit <= 0.0)
-      return schedule;
-    llvm::Expected<sched::Timeline> t = sched::simulate(problem, *schedule);
-    if (!t)
-      return t.takeError();
-    for (int r = 0; r < problem.ranks; ++r)
-      if (t->peakMemory[r] > memoryLimit * (1 + 1e-9))
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            fmt::format("its peak memory {} on rank {} exceeds memory-limit={}",
-                        t->peakMemory[r], r, memoryLimit));
-    return schedule;
-  }
 };
 } // namespace

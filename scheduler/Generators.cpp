@@ -6,6 +6,8 @@
 
 #include "scheduler/Generators.h"
 #include "scheduler/Helix.h"
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Simulator.h"
 
 #include <fmt/format.h>
 
@@ -103,4 +105,54 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
     return generateHelix(problem, options.folds, options.recompute);
   }
   llvm_unreachable("unknown schedule kind");
+}
+
+llvm::Expected<KindResult>
+stagecraft::pipe::sched::scheduleByName(const Problem &problem,
+                                        const KindRequest &request) {
+  auto fail = [](std::string message) -> llvm::Expected<KindResult> {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  KindResult result;
+  if (request.kind == "auto") {
+    if (request.chunks > 1)
+      return fail("chunks applies to interleaved-1f1b only; auto chooses "
+                  "the placement");
+    AutoOptions options;
+    options.memoryLimit = request.memoryLimit;
+    options.timeLimit = request.timeLimit;
+    if (request.progress)
+      options.progress = request.progress;
+    llvm::Expected<AutoResult> found = autoSchedule(problem, options);
+    if (!found)
+      return found.takeError();
+    result.schedule = std::move(found->schedule);
+    result.choice = found->name;
+    result.lowerBound = found->lowerBound;
+    result.memoryAwareBound = found->memoryAwareBound;
+    return result;
+  }
+  llvm::Expected<ScheduleKind> parsed = parseScheduleKind(request.kind);
+  if (!parsed)
+    return parsed.takeError();
+  ScheduleOptions options;
+  options.kind = *parsed;
+  options.chunks = request.chunks;
+  options.folds = request.folds;
+  options.recompute = request.recompute;
+  llvm::Expected<Schedule> schedule = generateSchedule(problem, options);
+  if (!schedule)
+    return schedule.takeError();
+  if (request.memoryLimit > 0.0) {
+    llvm::Expected<Timeline> t = simulate(problem, *schedule);
+    if (!t)
+      return t.takeError();
+    for (int r = 0; r < problem.ranks; ++r)
+      if (t->peakMemory[r] > request.memoryLimit * (1 + 1e-9))
+        return fail(fmt::format("its peak memory {} on rank {} exceeds "
+                                "memory-limit={}",
+                                t->peakMemory[r], r, request.memoryLimit));
+  }
+  result.schedule = std::move(*schedule);
+  return result;
 }

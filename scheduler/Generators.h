@@ -15,6 +15,9 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <functional>
+#include <string>
+
 namespace stagecraft::pipe::sched {
 
 enum class ScheduleKind {
@@ -123,6 +126,38 @@ llvm::Expected<Schedule> generateZBV(const Problem &problem);
 /// state, split backward in warm-up and cool-down. Needs m >= 2p - 1 for its
 /// shape and falls back to ZB-V's schedule below that.
 llvm::Expected<Schedule> generateDualPipeV(const Problem &problem);
+
+struct AutoProgress;
+
+/// A schedule asked for by kind name, as `--pipe-schedule` and the Python
+/// package take it: a fixed kind or "auto", with their options.
+struct KindRequest {
+  std::string kind = "1f1b";
+  int chunks = 0;
+  int folds = 2;
+  bool recompute = true;
+  /// Per-rank memory limit; 0: 1F1B's highest peak for auto, none for the
+  /// fixed kinds (a fixed kind whose peak exceeds a given limit fails).
+  double memoryLimit = 0.0;
+  /// Seconds the auto search may take.
+  double timeLimit = 10.0;
+  /// Called while auto searches (may be empty).
+  std::function<void(const AutoProgress &)> progress;
+};
+
+struct KindResult {
+  Schedule schedule;
+  /// auto only: the winning candidate, the lower bound and the
+  /// memory-aware bound.
+  std::string choice;
+  double lowerBound = 0.0;
+  double memoryAwareBound = 0.0;
+};
+
+/// The schedule of \p problem for \p request: unknown kinds, bad options
+/// and a fixed kind over its memory limit fail with a message.
+llvm::Expected<KindResult> scheduleByName(const Problem &problem,
+                                          const KindRequest &request);
 
 } // namespace stagecraft::pipe::sched
 
