@@ -11,6 +11,8 @@
 #include "scheduler/Generators.h"
 #include "scheduler/Report.h"
 
+#include <fmt/format.h>
+
 #include "llvm/ADT/StringRef.h"
 
 using namespace stagecraft::pipe::sched;
@@ -26,7 +28,9 @@ TEST(Report, AsciiTimelineDrawsEveryRankToScale) {
   std::string text = renderAsciiTimeline(s, t, 18);
   EXPECT_EQ(text, "timeline: 1 column = 0.5 time units\n"
                   "rank 0 |F0F1....B0  ..B1  |\n"
-                  "rank 1 |..F0B0  F1B1  ....|\n");
+                  "rank 1 |..F0B0  F1B1  ....|\n"
+                  "legend: F forward, B whole backward, . idle; the number "
+                  "after a letter is the microbatch\n");
 }
 
 TEST(Report, AsciiTimelineMarksChunksAndNeverCutsNumbers) {
@@ -34,13 +38,22 @@ TEST(Report, AsciiTimelineMarksChunksAndNeverCutsNumbers) {
   Schedule s = *generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 2});
   Timeline t = *simulate(problem, s);
   std::string text = renderAsciiTimeline(s, t, 2 * static_cast<int>(t.makespan));
-  EXPECT_NE(text.find("lowercase: a rank's 2nd, 4th, ... stage"),
+  EXPECT_NE(text.find("lowercase: the rank's 2nd, 4th, ... stage"),
             std::string::npos);
   // Rank 0 starts with chunk 0 (stage 0) then chunk 1 (stage 2).
   EXPECT_NE(text.find("rank 0 |F0F1f0f1"), std::string::npos) << text;
   // Microbatch 10 does not fit in two columns: drawn as letters only.
   EXPECT_EQ(text.find("F1 "), std::string::npos) << text;
   EXPECT_NE(text.find("FF"), std::string::npos) << text;
+  // ... and said so, with the width that shows every number.
+  int wide = timelineWidthForLabels(t);
+  EXPECT_NE(text.find(fmt::format("--timeline-width={} shows every number",
+                                  wide)),
+            std::string::npos)
+      << text;
+  std::string widened = renderAsciiTimeline(s, t, wide);
+  EXPECT_EQ(widened.find("note:"), std::string::npos) << widened;
+  EXPECT_NE(widened.find("F10"), std::string::npos) << widened;
 }
 
 TEST(Report, SummaryListsMakespanBubbleAndPeakPerRank) {
