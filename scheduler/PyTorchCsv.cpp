@@ -60,13 +60,7 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
           cell(commCell(op));
         continue;
       }
-      if (instr.action.kind == ActionKind::ForwardBackward)
-        return scheduleError(
-            fmt::format("{} overlaps a forward and a backward, which the "
-                        "PyTorch CSV cannot express",
-                        shortName(instr.action)),
-            {r, i});
-      cell(shortName(instr.action));
+      cell(torchName(instr.action));
     }
     out += '\n';
   }
@@ -135,7 +129,38 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
       llvm::StringRef cell = raw.trim();
       if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
         cell = cell.drop_front().drop_back().trim();
-      if (!cell.empty()) {
+      if (!cell.empty() && cell.starts_with("(")) {
+        // torch's overlapped action: "(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B".
+        int fStage = 0, fMb = 0, bStage = 0, bMb = 0;
+        llvm::StringRef inner = cell.drop_front();
+        auto [halves, suffix] = inner.split(')');
+        auto [fText, bText] = halves.split(';');
+        auto half = [&](llvm::StringRef t, char letter, int &stage, int &mb) {
+          t = t.trim();
+          size_t at = t.find(letter);
+          return at != llvm::StringRef::npos &&
+                 parseIndex(t.take_front(at), stage) &&
+                 parseIndex(t.drop_front(at + 1), mb);
+        };
+        if (suffix != "OVERLAP_F_B" || !half(fText, 'F', fStage, fMb) ||
+            !half(bText, 'B', bStage, bMb))
+          return fail(pos, fmt::format("bad overlapped action '{}': expected "
+                                       "(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B"
+                                       ", e.g. (0F3;1B1)OVERLAP_F_B",
+                                       cell.str()));
+        for (int stage : {fStage, bStage})
+          if (stage >= n)
+            return fail(pos, fmt::format("action '{}' names stage {}, "
+                                         "pipeline @{} has {} stages",
+                                         cell.str(), stage, problem.name, n));
+        for (int stage : {fStage, bStage})
+          if (firstRow[stage] < 0)
+            firstRow[stage] = r;
+        schedule.ranks.back().push_back(
+            Action::overlapped(fStage, fMb, bStage, bMb));
+        result.positions.back().push_back(pos);
+        cells.back().push_back({false, "OVERLAP_F_B", fStage, fMb, pos});
+      } else if (!cell.empty()) {
         // A cell of digits only has no kind letter: npos would overrun.
         size_t digits = std::min(cell.find_if_not(llvm::isDigit), cell.size());
         llvm::StringRef stageText = cell.take_front(digits);

@@ -89,6 +89,14 @@ std::string stagecraft::pipe::sched::shortName(const Action &action) {
                      action.microbatch);
 }
 
+std::string stagecraft::pipe::sched::torchName(const Action &action) {
+  if (action.kind == ActionKind::ForwardBackward)
+    return fmt::format("({}F{};{}B{})OVERLAP_F_B", action.stage,
+                       action.microbatch, action.backwardStage,
+                       action.backwardMicrobatch);
+  return shortName(action);
+}
+
 std::vector<int> Schedule::stagesOf(int rank) const {
   std::vector<int> result;
   for (int s = 0, e = static_cast<int>(placement.size()); s < e; ++s)

@@ -69,8 +69,11 @@ struct Action {
 
 /// "forward @s0 mb 3", for diagnostics.
 std::string describeAction(const Problem &problem, const Action &action);
-/// "0F3", or "0F3+7B1" for an overlapped action: the PyTorch CSV spelling.
+/// "0F3", or "0F3+7B1" for an overlapped action, for messages.
 std::string shortName(const Action &action);
+/// torch.distributed.pipelining's spelling: "0F3", and "(0F3;7B1)OVERLAP_F_B"
+/// for an overlapped action.
+std::string torchName(const Action &action);
 
 struct Schedule {
   /// placement[stage] is the rank hosting that stage.
