@@ -3,7 +3,7 @@
 # Runs as root (or with sudo); does nothing when everything is present.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build python3
+  build-essential cmake ninja-build python3 python3-venv
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libfmt-dev libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin

@@ -1,0 +1,347 @@
+//===- Core.cpp - The stagecraft Python module (nanobind) -----------------===//
+//
+// `stagecraft._core`: the MLIR-free scheduler library and the `pipe`
+// dialect's parser, bound with nanobind. No schedule logic lives here: every
+// function calls the library that stagecraft-opt and stagecraft-translate
+// use, and every library error becomes a `ScheduleError` carrying its
+// message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/PipeDialect.h"
+#include "dialect/PipeModel.h"
+#include "dialect/PipeOps.h"
+#include "dialect/PipeParse.h"
+#include "scheduler/Generators.h"
+#include "scheduler/Program.h"
+#include "scheduler/PyTorchCsv.h"
+#include "scheduler/Report.h"
+#include "scheduler/Simulator.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace nb = nanobind;
+using namespace stagecraft::pipe;
+using namespace stagecraft::pipe::sched;
+
+namespace {
+
+/// A library error, raised in Python as stagecraft.ScheduleError.
+struct ScheduleFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T> T take(llvm::Expected<T> value) {
+  if (!value)
+    throw ScheduleFailure(llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+
+void check(llvm::Error error) {
+  if (error)
+    throw ScheduleFailure(llvm::toString(std::move(error)));
+}
+
+/// A schedule with the problem it solves and its simulated timeline.
+struct PySchedule {
+  Problem problem;
+  Schedule schedule;
+  Timeline timeline;
+  std::string kind;
+  /// auto only.
+  std::string choice;
+  double lowerBound = 0.0;
+  double memoryAwareBound = 0.0;
+  /// Set when the schedule came with explicit communication (a CSV with
+  /// SEND_/RECV_ cells).
+  std::optional<Program> program;
+
+  std::vector<std::string> actions(int rank) const {
+    if (rank < 0 || rank >= schedule.numRanks())
+      throw nb::index_error(
+          ("rank " + std::to_string(rank) + " out of range: the schedule has " +
+           std::to_string(schedule.numRanks()) + " ranks")
+              .c_str());
+    std::vector<std::string> out;
+    for (const Action &a : schedule.ranks[rank])
+      out.push_back(torchName(a));
+    return out;
+  }
+
+  std::string toCsv(bool comms) const {
+    if (!comms)
+      return take(formatPyTorchCsv(schedule));
+    Program lowered =
+        program ? *program : lowerCommunication(problem, schedule);
+    return take(formatPyTorchCsv(lowered));
+  }
+};
+
+/// "demo_zb_h1", as --pipe-schedule names its schedules.
+std::string scheduleName(const PySchedule &s) {
+  std::string name = s.problem.name + "_" + s.kind;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+PySchedule finish(Problem problem, Schedule schedule, std::string kind) {
+  check(verifySchedule(problem, schedule));
+  PySchedule out;
+  out.timeline = take(simulate(problem, schedule));
+  out.problem = std::move(problem);
+  out.schedule = std::move(schedule);
+  out.kind = std::move(kind);
+  return out;
+}
+
+Problem checkedProblem(const Problem &problem) {
+  check(validateProblem(problem));
+  return problem;
+}
+
+/// The pipeline of a `.mlir` spec, parsed and verified by the dialect.
+Problem load(const std::string &path, const std::optional<std::string> &name) {
+  mlir::DialectRegistry registry;
+  registry.insert<PipeDialect>();
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      parsePipeFile(path, sourceMgr, &context);
+  if (!module)
+    throw ScheduleFailure(llvm::StringRef(os.str()).rtrim().str());
+  std::vector<PipelineOp> pipelines;
+  for (PipelineOp p : module->getOps<PipelineOp>())
+    if (!name || p.getSymName() == *name)
+      pipelines.push_back(p);
+  if (pipelines.size() != 1)
+    throw ScheduleFailure(
+        pipelines.empty()
+            ? path + ": no pipe.pipeline" + (name ? " named @" + *name : "")
+            : path + ": " + std::to_string(pipelines.size()) +
+                  " pipe.pipeline ops; choose one with pipeline=NAME");
+  return problemFromPipeline(pipelines.front());
+}
+
+PySchedule fromCsv(const Problem &problem, const std::string &text) {
+  Problem p = checkedProblem(problem);
+  ImportedSchedule imported = take(parsePyTorchCsv(text, p));
+  check(verifySchedule(p, imported.schedule));
+  if (imported.program)
+    check(verifyProgram(p, *imported.program));
+  PySchedule out = finish(std::move(p), std::move(imported.schedule), "csv");
+  out.program = std::move(imported.program);
+  return out;
+}
+
+} // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "Stagecraft's scheduler library: schedules for pipeline-parallel "
+            "training, verified and simulated.";
+  nb::exception<ScheduleFailure>(m, "ScheduleError", PyExc_ValueError);
+
+  nb::class_<Stage>(m, "Stage", "One pipeline stage: costs and memory.")
+      .def(
+          "__init__",
+          [](Stage *s, double forward, double backwardInput,
+             double backwardWeight, double activation,
+             std::optional<double> weightGrad, std::string name,
+             std::optional<int> rank, std::optional<double> forwardBackward,
+             std::optional<double> recomputed, int layers) {
+            new (s) Stage();
+            s->forward = forward;
+            s->backwardInput = backwardInput;
+            s->backwardWeight = backwardWeight;
+            s->activation = activation;
+            s->weightGrad = weightGrad.value_or(activation);
+            s->name = std::move(name);
+            s->rank = rank;
+            s->forwardBackward = forwardBackward;
+            s->recomputed = recomputed;
+            s->layers = layers;
+          },
+          nb::arg("forward") = 1.0, nb::arg("backward_input") = 1.0,
+          nb::arg("backward_weight") = 1.0, nb::arg("activation") = 1.0,
+          nb::arg("weight_grad") = nb::none(), nb::arg("name") = "",
+          nb::arg("rank") = nb::none(), nb::arg("forward_backward") = nb::none(),
+          nb::arg("recomputed") = nb::none(), nb::arg("layers") = 0,
+          "weight_grad defaults to the activation (as in the DSL); rank pins "
+          "the stage (pin all stages or none).")
+      .def_rw("name", &Stage::name)
+      .def_rw("forward", &Stage::forward)
+      .def_rw("backward_input", &Stage::backwardInput)
+      .def_rw("backward_weight", &Stage::backwardWeight)
+      .def_rw("activation", &Stage::activation)
+      .def_rw("weight_grad", &Stage::weightGrad)
+      .def_rw("rank", &Stage::rank)
+      .def_rw("forward_backward", &Stage::forwardBackward)
+      .def_rw("recomputed", &Stage::recomputed)
+      .def_rw("layers", &Stage::layers)
+      .def("__repr__", [](const Stage &s) {
+        return fmt::format("Stage(forward={}, backward_input={}, "
+                           "backward_weight={}, activation={}, "
+                           "weight_grad={})",
+                           s.forward, s.backwardInput, s.backwardWeight,
+                           s.activation, s.weightGrad);
+      });
+
+  nb::class_<Problem>(m, "Problem",
+                      "A pipeline: ranks, microbatches, link latency and "
+                      "stages in chain order.")
+      .def(
+          "__init__",
+          [](Problem *p, int ranks, int microbatches, std::vector<Stage> stages,
+             double latency, std::string name) {
+            new (p) Problem();
+            p->ranks = ranks;
+            p->microbatches = microbatches;
+            p->latency = latency;
+            p->name = std::move(name);
+            p->stages = std::move(stages);
+            for (size_t k = 0; k < p->stages.size(); ++k)
+              if (p->stages[k].name.empty())
+                p->stages[k].name = "s" + std::to_string(k);
+            check(validateProblem(*p));
+          },
+          nb::arg("ranks"), nb::arg("microbatches"), nb::arg("stages"),
+          nb::arg("latency") = 0.0, nb::arg("name") = "pipeline")
+      .def_rw("name", &Problem::name)
+      .def_rw("ranks", &Problem::ranks)
+      .def_rw("microbatches", &Problem::microbatches)
+      .def_rw("latency", &Problem::latency)
+      .def_rw("stages", &Problem::stages)
+      .def("validate",
+           [](const Problem &p) { check(validateProblem(p)); },
+           "Raises ScheduleError unless the problem is well formed.")
+      .def("__repr__", [](const Problem &p) {
+        return fmt::format("Problem(name='{}', ranks={}, microbatches={}, "
+                           "stages={}, latency={})",
+                           p.name, p.ranks, p.microbatches, p.numStages(),
+                           p.latency);
+      });
+
+  nb::class_<PySchedule>(m, "Schedule",
+                         "A verified per-rank schedule and its simulation.")
+      .def_ro("problem", &PySchedule::problem)
+      .def_ro("kind", &PySchedule::kind)
+      .def_ro("choice", &PySchedule::choice,
+              "auto: the candidate that won")
+      .def_ro("lower_bound", &PySchedule::lowerBound,
+              "auto: no placement it considers ends sooner (memory ignored)")
+      .def_ro("memory_aware_bound", &PySchedule::memoryAwareBound,
+              "auto: the bound that also honours the memory limit")
+      .def_prop_ro("makespan",
+                   [](const PySchedule &s) { return s.timeline.makespan; })
+      .def_prop_ro("bubble_ratio",
+                   [](const PySchedule &s) { return s.timeline.bubbleRatio; })
+      .def_prop_ro("peak_memory",
+                   [](const PySchedule &s) { return s.timeline.peakMemory; })
+      .def_prop_ro("busy", [](const PySchedule &s) { return s.timeline.busy; })
+      .def_prop_ro("span", [](const PySchedule &s) { return s.timeline.span; })
+      .def_prop_ro("placement",
+                   [](const PySchedule &s) { return s.schedule.placement; })
+      .def_prop_ro("num_ranks",
+                   [](const PySchedule &s) { return s.schedule.numRanks(); })
+      .def("actions", &PySchedule::actions, nb::arg("rank"),
+           "Rank's compute actions in order, in torch's spelling: 0F0, 1I3, "
+           "2W3, 0B1, (0F3;3B1)OVERLAP_F_B.")
+      .def("to_csv", &PySchedule::toCsv, nb::arg("comms") = false,
+           "torch.distributed.pipelining CSV, one row per rank; comms=True "
+           "adds the SEND_/RECV_ cells Stagecraft lowered and verified.")
+      .def(
+          "summary",
+          [](const PySchedule &s, int width) {
+            return formatSummary(s.problem, s.schedule, s.timeline,
+                                 scheduleName(s), width);
+          },
+          nb::arg("width") = 100, "The text of --pipe-to-summary.")
+      .def("__repr__", [](const PySchedule &s) {
+        return fmt::format("Schedule(kind='{}', ranks={}, makespan={:.6g}, "
+                           "bubble_ratio={:.4f})",
+                           s.kind, s.schedule.numRanks(), s.timeline.makespan,
+                           s.timeline.bubbleRatio);
+      });
+
+  m.def(
+      "schedule",
+      [](const Problem &problem, const std::string &kind, int chunks,
+         std::optional<double> memoryLimit, double timeLimit, int folds,
+         bool recompute) {
+        Problem p = checkedProblem(problem);
+        KindRequest request;
+        request.kind = kind;
+        request.chunks = chunks;
+        request.memoryLimit = memoryLimit.value_or(0.0);
+        request.timeLimit = timeLimit;
+        request.folds = folds;
+        request.recompute = recompute;
+        if (chunks < 0)
+          throw ScheduleFailure("chunks must be >= 0");
+        if (!(timeLimit > 0.0) || !std::isfinite(timeLimit))
+          throw ScheduleFailure("time_limit must be a finite number of "
+                                "seconds > 0");
+        if (memoryLimit && (!std::isfinite(*memoryLimit) || *memoryLimit < 0))
+          throw ScheduleFailure("memory_limit must be a finite number >= 0");
+        KindResult result;
+        {
+          nb::gil_scoped_release release;
+          llvm::Expected<KindResult> found = scheduleByName(p, request);
+          if (!found) {
+            std::string message = llvm::toString(found.takeError());
+            nb::gil_scoped_acquire acquire;
+            throw ScheduleFailure("cannot schedule pipeline @" + p.name +
+                                  " as " + kind + ": " + message);
+          }
+          result = std::move(*found);
+        }
+        PySchedule out = finish(std::move(p), std::move(result.schedule), kind);
+        out.choice = result.choice;
+        out.lowerBound = result.lowerBound;
+        out.memoryAwareBound = result.memoryAwareBound;
+        return out;
+      },
+      nb::arg("problem"), nb::arg("kind") = "1f1b", nb::arg("chunks") = 0,
+      nb::arg("memory_limit") = nb::none(), nb::arg("time_limit") = 10.0,
+      nb::arg("folds") = 2, nb::arg("recompute") = true,
+      "Schedule the problem as --pipe-schedule does: kind is gpipe, 1f1b, "
+      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto. The "
+      "result is verified and simulated.");
+  m.def("load", &load, nb::arg("path"), nb::arg("pipeline") = nb::none(),
+        "The Problem of a .mlir spec, parsed and verified by the pipe "
+        "dialect.");
+  m.def("from_csv", &fromCsv, nb::arg("problem"), nb::arg("text"),
+        "A torch CSV schedule of the problem, verified (dependencies, "
+        "deadlock, and with SEND_/RECV_ cells the matching of every "
+        "transfer) and simulated.");
+  m.def(
+      "kinds",
+      []() {
+        std::vector<std::string> names;
+        for (int k = 0; k <= static_cast<int>(ScheduleKind::Helix); ++k)
+          names.push_back(
+              scheduleKindName(static_cast<ScheduleKind>(k)).str());
+        names.push_back("auto");
+        return names;
+      },
+      "Every schedule kind.");
+}

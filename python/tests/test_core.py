@@ -1,0 +1,174 @@
+"""The stagecraft package's core API: every kind, the properties the
+library guarantees, CSV in both directions, specs through the dialect, and
+errors raised as ScheduleError (never a crash)."""
+
+import os
+
+import pytest
+
+import stagecraft as sc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+FIXED = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev"]
+
+
+def problem(ranks, microbatches, stages_per_rank=2, latency=0.0, w=0.5):
+    return sc.Problem(
+        ranks=ranks, microbatches=microbatches, latency=latency,
+        stages=[sc.Stage(forward=1.0, backward_input=1.0, backward_weight=w,
+                         activation=1.0, weight_grad=0.5)
+                for _ in range(stages_per_rank * ranks)])
+
+
+def test_kinds_lists_every_kind():
+    assert sc.kinds() == FIXED[:-1] + ["dualpipev", "helix", "auto"]
+
+
+@pytest.mark.parametrize("kind", FIXED + ["auto"])
+@pytest.mark.parametrize("ranks,microbatches", [(1, 1), (2, 3), (4, 8), (3, 7)])
+def test_every_kind_is_a_complete_verified_schedule(kind, ranks, microbatches):
+    p = problem(ranks, microbatches)
+    s = sc.schedule(p, kind=kind, time_limit=0.5)
+    assert s.num_ranks == ranks
+    assert len(s.placement) == 2 * ranks
+    assert all(0 <= r < ranks for r in s.placement)
+    assert len(s.peak_memory) == ranks
+    # Every stage's forward and backward of every microbatch, exactly once,
+    # on the rank hosting the stage.
+    seen = []
+    for r in range(ranks):
+        for a in s.actions(r):
+            if a.endswith("OVERLAP_F_B"):
+                f, b = a[1:a.index(")")].split(";")
+                seen += [f, b]
+            else:
+                seen.append(a)
+    forwards = sorted(a for a in seen if "F" in a)
+    assert forwards == sorted(f"{st}F{m}" for st in range(2 * ranks)
+                              for m in range(microbatches))
+    assert len(seen) == len(set(seen))
+    # The simulated figures agree with each other.
+    work = sum(st.forward + st.backward_input + st.backward_weight
+               for st in p.stages) * microbatches
+    assert s.makespan * ranks * (1 - s.bubble_ratio) == pytest.approx(work)
+    assert max(s.busy) <= s.makespan + 1e-9
+
+
+def test_zero_bubble_kinds_beat_1f1b_within_its_memory():
+    p = problem(4, 8)
+    base = sc.schedule(p, kind="1f1b")
+    for kind in ["zb-h1", "zb-v"]:
+        s = sc.schedule(p, kind=kind)
+        assert s.makespan < base.makespan
+        assert max(s.peak_memory) <= max(base.peak_memory) + 1e-9
+
+
+def test_auto_respects_the_memory_limit_and_reports_its_bounds():
+    p = problem(4, 8)
+    limit = max(sc.schedule(p, kind="1f1b").peak_memory)
+    s = sc.schedule(p, kind="auto", memory_limit=limit, time_limit=1.0)
+    assert max(s.peak_memory) <= limit + 1e-9
+    assert s.choice
+    assert 0 < s.lower_bound <= s.memory_aware_bound <= s.makespan + 1e-9
+    with pytest.raises(sc.ScheduleError, match="exceeds memory-limit=1"):
+        sc.schedule(p, kind="gpipe", memory_limit=1.0)
+
+
+def test_actions_use_torchs_spelling():
+    s = sc.schedule(problem(2, 4), kind="zb-h1")
+    assert s.actions(0)[0] == "0F0"
+    assert any(a[-2] in "IW" or a[-3] in "IW" for a in s.actions(0))
+    v = sc.schedule(problem(2, 6), kind="dualpipev")
+    overlapped = [a for r in range(2) for a in v.actions(r) if "OVERLAP" in a]
+    assert overlapped and all(a.startswith("(") and ";" in a for a in overlapped)
+    with pytest.raises(IndexError):
+        s.actions(2)
+
+
+@pytest.mark.parametrize("kind", FIXED)
+@pytest.mark.parametrize("comms", [False, True])
+def test_csv_round_trip_is_the_same_schedule(kind, comms):
+    p = problem(2, 5, latency=0.1)
+    s = sc.schedule(p, kind=kind)
+    text = s.to_csv(comms=comms)
+    assert len(text.strip().split("\n")) == 2
+    back = sc.from_csv(p, text)
+    assert back.makespan == pytest.approx(s.makespan)
+    assert back.placement == s.placement
+    for r in range(2):
+        assert back.actions(r) == s.actions(r)
+    assert ("SEND_F" in text) == comms
+
+
+def test_from_csv_names_the_cycle_of_a_csv_that_would_hang():
+    p = problem(2, 1, stages_per_rank=1)
+    # Rank 0 waits for the gradient before it sends the activation.
+    text = "0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"
+    with pytest.raises(sc.ScheduleError,
+                       match=r"communication deadlocks: ranks 0, 1 wait "
+                             r"forever; cycle 0 -> 1 -> 0"):
+        sc.from_csv(p, text)
+
+
+def test_from_csv_rejects_bad_csvs_with_the_position():
+    p = problem(2, 2, stages_per_rank=1)
+    with pytest.raises(sc.ScheduleError, match="1:1: bad action 'XF0'"):
+        sc.from_csv(p, "XF0\n1F0\n")
+    with pytest.raises(sc.ScheduleError, match="rows"):
+        sc.from_csv(p, "0F0,0F1,0B0,0B1\n")
+    with pytest.raises(sc.ScheduleError, match="missing"):
+        sc.from_csv(p, "0F0,0B0\n1F0,1B0\n")
+
+
+def test_load_reads_a_spec_through_the_dialect():
+    p = sc.load(os.path.join(EXAMPLES, "demo.mlir"))
+    assert (p.name, p.ranks, p.microbatches, len(p.stages)) == ("demo", 4, 8, 4)
+    assert p.stages[0].weight_grad == 0.5
+    s = sc.schedule(p, kind="1f1b")
+    assert s.makespan == 33
+    assert s.summary().startswith(
+        "schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches")
+
+
+def test_load_errors_carry_the_located_diagnostic(tmp_path):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("pipe.pipeline @p ranks(0) microbatches(1) {\n"
+                   "  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, "
+                   "backward_weight = 1.0)\n}\n")
+    with pytest.raises(sc.ScheduleError, match=r"bad.mlir:1:1: error: .*ranks"):
+        sc.load(str(bad))
+    with pytest.raises(sc.ScheduleError, match="cannot open"):
+        sc.load(str(tmp_path / "missing.mlir"))
+
+
+def test_bad_problems_and_options_raise_schedule_error():
+    with pytest.raises(sc.ScheduleError, match="ranks"):
+        sc.Problem(ranks=0, microbatches=1, stages=[sc.Stage()])
+    with pytest.raises(sc.ScheduleError, match="fewer stages than ranks|stages"):
+        sc.schedule(sc.Problem(ranks=4, microbatches=1, stages=[sc.Stage()]))
+    with pytest.raises(sc.ScheduleError, match="unknown schedule kind '2f2b'"):
+        sc.schedule(problem(2, 2), kind="2f2b")
+    with pytest.raises(sc.ScheduleError, match="V placement needs 2 stages per rank"):
+        sc.schedule(problem(2, 2, stages_per_rank=1), kind="zb-v")
+    with pytest.raises(sc.ScheduleError, match="time_limit"):
+        sc.schedule(problem(2, 2), kind="auto", time_limit=0.0)
+    with pytest.raises(sc.ScheduleError,
+                       match="stage @s0: 'forward' must be finite"):
+        sc.Problem(ranks=1, microbatches=1,
+                   stages=[sc.Stage(forward=float("nan"))])
+
+
+def test_stage_defaults_follow_the_dsl():
+    st = sc.Stage(activation=2.0)
+    assert st.weight_grad == 2.0
+    assert sc.Stage(activation=2.0, weight_grad=0.5).weight_grad == 0.5
+
+
+def test_helix_schedules_but_has_no_torch_csv():
+    p = sc.load(os.path.join(EXAMPLES, "helix.mlir"))
+    s = sc.schedule(p, kind="helix")
+    assert s.makespan > 0
+    with pytest.raises(sc.ScheduleError, match="attention"):
+        s.to_csv()
