@@ -10,7 +10,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check \
-  nanobind scikit-build-core pytest
+  nanobind scikit-build-core pytest numpy torch
 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
 # Outside the checkout's python/ folder, so that the installed package is
 # the one tested.

@@ -27,6 +27,44 @@ from ._core import (
     schedule,
 )
 
+
+
+def _number(x: float) -> str:
+    # The DSL's float literals need a '.': 1e-05 is written 1.0e-05.
+    text = repr(float(x))
+    if "e" in text and "." not in text:
+        text = text.replace("e", ".0e")
+    return text
+
+
+def to_mlir(problem: Problem) -> str:
+    """`problem` as a pipe.pipeline spec that stagecraft-opt and `load` read."""
+    head = (f"pipe.pipeline @{problem.name} ranks({problem.ranks}) "
+            f"microbatches({problem.microbatches}) "
+            f"latency({_number(problem.latency)}) {{")
+    lines = [head]
+    for k, s in enumerate(problem.stages):
+        line = (f"  pipe.stage @{s.name or f's{k}'}")
+        if s.rank is not None:
+            line += f" rank({s.rank})"
+        if s.layers:
+            line += f" layers({s.layers})"
+        cost = (f"forward = {_number(s.forward)}, backward_input = "
+                f"{_number(s.backward_input)}, backward_weight = "
+                f"{_number(s.backward_weight)}")
+        if s.forward_backward is not None:
+            cost += f", forward_backward = {_number(s.forward_backward)}"
+        memory = (f"activation = {_number(s.activation)}, weight_grad = "
+                  f"{_number(s.weight_grad)}")
+        if s.recomputed is not None:
+            memory += f", recomputed = {_number(s.recomputed)}"
+        lines.append(f"{line} cost({cost}) memory({memory})")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+Problem.to_mlir = to_mlir
+
 __all__ = [
     "Problem",
     "Schedule",
@@ -36,5 +74,6 @@ __all__ = [
     "kinds",
     "load",
     "schedule",
+    "to_mlir",
 ]
 __version__ = "0.3.0"

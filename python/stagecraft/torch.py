@@ -1,0 +1,315 @@
+"""Stagecraft schedules on torch.distributed.pipelining's own runtime.
+
+    import stagecraft as sc
+    import stagecraft.torch as sct
+
+    plan = sct.plan(problem, kind="zb-v")              # or sc.schedule(...)
+    mine = sct.stage_indices(plan, rank)               # build these stages here
+    stages = [PipelineStage(module_for(i), i, plan.problem.num_stages ...)]
+    runner = sct.schedule(stages, n_microbatches, loss_fn, plan=plan)
+    runner.step(x, target=y, losses=losses)            # torch's interface
+
+`schedule` returns a torch `_PipelineScheduleRuntime` whose per-rank action
+lists are the compute actions Stagecraft generated and the SEND_/RECV_
+actions Stagecraft lowered and verified (torch's CSV spelling, read back by
+torch's own parser), plus the bookkeeping torch's runtime requires and that
+does not reorder anything: a REDUCE_GRAD / WAIT_REDUCE_GRAD pair after each
+stage's last backward and a WAIT_SEND after each send (torch's own
+`_add_reduce_grad` and `_add_wait_send`). Every kind but helix runs: helix
+moves attention to other ranks, which torch's stages cannot express.
+
+`profile` measures this rank's stages and returns a `Problem` for `auto`;
+`check` verifies and simulates one of torch's own schedule objects.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import schedules as _ts
+
+from . import Problem, Schedule, ScheduleError, Stage, from_csv
+from . import schedule as _schedule
+
+__all__ = ["plan", "stage_indices", "schedule", "profile", "check", "KINDS"]
+
+#: The kinds that run on torch's runtime (helix does not: see above).
+KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
+         "dualpipev", "auto"]
+
+
+def _uniform_problem(num_stages: int, ranks: int, n_microbatches: int) -> Problem:
+    return Problem(ranks=ranks, microbatches=n_microbatches,
+                   stages=[Stage(forward=1.0, backward_input=1.0,
+                                 backward_weight=1.0, activation=1.0,
+                                 weight_grad=0.5)
+                           for _ in range(num_stages)])
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ScheduleError(
+            f"kind '{kind}' does not run on torch's pipeline runtime; expected "
+            f"one of: {', '.join(KINDS)} (helix moves attention to other "
+            "ranks, which torch's stages cannot express)")
+
+
+def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None,
+         time_limit: float = 10.0, chunks: int = 0, group=None) -> Schedule:
+    """Stagecraft's schedule of `problem` for torch (every kind but helix).
+
+    `auto` searches under a time limit, so two ranks could end with
+    different plans: when torch.distributed is initialized, rank 0 of
+    `group` plans and broadcasts the plan (collective for auto: every rank
+    must call). The fixed kinds are deterministic and plan locally.
+    """
+    _check_kind(kind)
+    if kind != "auto" or not dist.is_initialized():
+        return _schedule(problem, kind=kind, memory_limit=memory_limit,
+                         time_limit=time_limit, chunks=chunks)
+    message: list = [None]
+    if dist.get_rank(group) == 0:
+        try:
+            found = _schedule(problem, kind=kind, memory_limit=memory_limit,
+                              time_limit=time_limit, chunks=chunks)
+            message[0] = ("ok", found.to_csv())
+        except ScheduleError as e:
+            message[0] = ("error", str(e))
+    dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0)
+                               if group is not None else 0, group=group)
+    status, text = message[0]
+    if status != "ok":
+        raise ScheduleError(text)
+    return from_csv(problem, text)
+
+
+def stage_indices(plan: Schedule, rank: int) -> list[int]:
+    """The stages `plan` places on `rank`, in chain order: build these."""
+    if not 0 <= rank < plan.num_ranks:
+        raise ScheduleError(f"rank {rank} out of range: the plan has "
+                            f"{plan.num_ranks} ranks")
+    return [s for s, r in enumerate(plan.placement) if r == rank]
+
+
+def _actions_with_comms(plan: Schedule) -> dict[int, list[Any]]:
+    rows = plan.to_csv(comms=True).rstrip("\n").split("\n")
+    actions = {}
+    for rank, row in enumerate(rows):
+        cells = [c for c in row.split(",") if c.strip()]
+        actions[rank] = [_ts._Action.from_str(c) for c in cells]
+    return actions
+
+
+class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
+    """torch's runtime, loaded with a Stagecraft plan instead of lowering."""
+
+    def __init__(self, stages, n_microbatches, loss_fn, plan: Schedule,
+                 scale_grads: bool, **kwargs):
+        super().__init__(stages, n_microbatches, loss_fn=loss_fn,
+                         scale_grads=scale_grads, **kwargs)
+        self.stagecraft_plan = plan
+        compute = {r: [_ts._Action.from_str(a) for a in plan.actions(r)]
+                   for r in range(plan.num_ranks)}
+        # The compute-only order (torch's `pipeline_order`, which its own
+        # tools print) and the order with communication that runs.
+        self.pipeline_order = compute
+        with_comms = {
+            r: _ts._add_reduce_grad(acts, n_microbatches)
+            for r, acts in _actions_with_comms(plan).items()
+        }
+        with_comms = _ts._add_wait_send(with_comms)
+        self._prepare_schedule_with_comms(with_comms, format="compute_comms")
+
+
+def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
+             kind: str = "auto", problem: Problem | None = None,
+             memory_limit: float | None = None, plan: Schedule | None = None,
+             scale_grads: bool = False, time_limit: float = 10.0,
+             **kwargs) -> _ts._PipelineScheduleRuntime:
+    """This rank's Stagecraft schedule on torch's runtime.
+
+    `stages`: this rank's `PipelineStage`s (all in one process group).
+    `problem`: the costs to plan with (default: uniform costs for
+    `stages[0].num_stages` stages); `plan`: an already computed plan (its
+    problem must match). `scale_grads` as torch's schedules (default False:
+    gradients are summed over microbatches). Raises ScheduleError before any
+    communication when the kind, the stage count, the microbatch count or
+    the stages held here do not match the plan.
+    """
+    if not stages:
+        raise ScheduleError("no stages given for this rank")
+    num_stages = stages[0].num_stages
+    ranks = stages[0].group_size
+    rank = stages[0].group_rank
+    if plan is None:
+        if problem is None:
+            problem = _uniform_problem(num_stages, ranks, n_microbatches)
+        if len(problem.stages) != num_stages:
+            raise ScheduleError(
+                f"the problem has {len(problem.stages)} stages but the "
+                f"PipelineStages say num_stages={num_stages}")
+        _check_kind(kind)
+        plan = globals()["plan"](problem, kind=kind, memory_limit=memory_limit,
+                                 time_limit=time_limit,
+                                 group=stages[0].group)
+    p = plan.problem
+    if len(p.stages) != num_stages:
+        raise ScheduleError(
+            f"the plan has {len(p.stages)} stages but the PipelineStages say "
+            f"num_stages={num_stages}")
+    if p.ranks != ranks:
+        raise ScheduleError(f"the plan has {p.ranks} ranks but the process "
+                            f"group has {ranks}")
+    if p.microbatches != n_microbatches:
+        raise ScheduleError(f"the plan has {p.microbatches} microbatches but "
+                            f"n_microbatches={n_microbatches}")
+    want = stage_indices(plan, rank)
+    have = sorted(s.stage_index for s in stages)
+    if have != want:
+        raise ScheduleError(
+            f"rank {rank} holds stages {have}, but the {plan.kind} plan places "
+            f"{want} here (placement {plan.placement}); build the stages "
+            "stagecraft.torch.stage_indices(plan, rank) names")
+    return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
+                              scale_grads, **kwargs)
+
+
+def check(torch_schedule, problem: Problem | None = None) -> Schedule:
+    """Verifies and simulates one of torch's own schedule objects.
+
+    Reads its per-rank compute order (`pipeline_order`) and checks it with
+    Stagecraft: every action once, dependencies, deadlock freedom; returns
+    the simulated Schedule (makespan, bubble ratio, peak memory per rank)
+    under `problem`'s costs (default: uniform). Raises ScheduleError with
+    the verifier's message otherwise.
+    """
+    order = getattr(torch_schedule, "pipeline_order", None)
+    if not order:
+        # Single-stage schedules (GPipe, 1F1B) build no order: torch's
+        # multi-stage equivalents with one stage per rank have the same one.
+        raise ScheduleError(
+            f"{type(torch_schedule).__name__} has no per-rank action order "
+            "(pipeline_order) to check")
+    ranks = len(order)
+    stage_ids = {a.stage_index for acts in order.values() for a in acts
+                 if a is not None and a.sub_actions is None}
+    stage_ids |= {s.stage_index for acts in order.values() for a in acts
+                  if a is not None and a.sub_actions for s in a.sub_actions}
+    n_mb = torch_schedule._n_microbatches
+    if problem is None:
+        problem = _uniform_problem(max(stage_ids) + 1, ranks, n_mb)
+    rows = []
+    for r in range(ranks):
+        rows.append(",".join(str(a) for a in order[r] if a is not None))
+    return from_csv(problem, "\n".join(rows) + "\n")
+
+
+def _time(fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _profile_stage(module: torch.nn.Module, args: tuple, warmup: int,
+                   repeats: int) -> Stage:
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def inputs():
+        return tuple(a.detach().requires_grad_(a.is_floating_point())
+                     for a in args)
+
+    def forward():
+        return module(*inputs())
+
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        x = inputs()
+        out = module(*x)
+    activation = float(sum(saved) + out.numel() * out.element_size())
+    grad_out = torch.ones_like(out)
+    float_inputs = [a for a in x if a.requires_grad]
+
+    def backward_input():
+        xs = inputs()
+        o = module(*xs)
+        wanted = [a for a in xs if a.requires_grad]
+        if wanted:
+            torch.autograd.grad(o, wanted, grad_out, retain_graph=True)
+        return o
+
+    def backward_weight():
+        xs = inputs()
+        o = module(*xs)
+        torch.autograd.grad(o, params, grad_out)
+
+    f = _time(forward, warmup, repeats)
+    # I and W as torch runs them: each after a forward, the forward's time
+    # taken off.
+    fi = _time(backward_input, warmup, repeats)
+    fw = _time(backward_weight, warmup, repeats)
+    weight_bytes = float(sum(p.numel() * p.element_size() for p in params))
+    return Stage(forward=f * 1e3,
+                 backward_input=max(fi - f, 0.0) * 1e3 if float_inputs else 0.0,
+                 backward_weight=max(fw - f, 0.0) * 1e3,
+                 activation=activation / 2**20,
+                 weight_grad=min(activation, weight_bytes) / 2**20)
+
+
+def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tuple],
+            n_microbatches: int, warmup: int = 2, repeats: int = 5,
+            group=None) -> Problem:
+    """Measures this rank's stages and gathers every rank's into a Problem.
+
+    For each PipelineStage here: the median over `repeats` runs (after
+    `warmup` runs) of its forward, its backward for the input and its
+    backward for the weights, in milliseconds on the current device, and
+    the activation memory its forward keeps for the backward (saved tensors
+    and output, in MiB; `weight_grad`: the part the weight gradient still
+    needs, at most the activation). `example_inputs[i]` (or
+    `example_inputs(i)`) is one microbatch's input tuple of stage i.
+    Collective over the stages' process group: every rank must call it.
+    """
+    mine = {}
+    for st in stages:
+        args = (example_inputs(st.stage_index) if callable(example_inputs)
+                else example_inputs[st.stage_index])
+        if not isinstance(args, tuple):
+            args = (args,)
+        measured = _profile_stage(st.submod, args, warmup, repeats)
+        mine[st.stage_index] = (measured.forward, measured.backward_input,
+                                measured.backward_weight, measured.activation,
+                                measured.weight_grad)
+    group = group or stages[0].group
+    ranks = dist.get_world_size(group)
+    gathered: list[dict] = [None] * ranks  # type: ignore[list-item]
+    dist.all_gather_object(gathered, mine, group=group)
+    merged = {}
+    for part in gathered:
+        merged.update(part)
+    num_stages = stages[0].num_stages
+    if sorted(merged) != list(range(num_stages)):
+        raise ScheduleError(f"profiled stages {sorted(merged)} but the pipeline "
+                            f"has {num_stages}")
+    return Problem(
+        ranks=ranks, microbatches=n_microbatches, name="profiled",
+        stages=[Stage(forward=f, backward_input=i, backward_weight=w,
+                      activation=a, weight_grad=g)
+                for f, i, w, a, g in (merged[s] for s in range(num_stages))])

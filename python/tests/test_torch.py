@@ -1,0 +1,114 @@
+"""stagecraft.torch on torch's own pipeline runtime: multi-process gloo on
+the CPU (world sizes 2 and 4), every kind equal to the unpipelined model and
+to torch's own schedule of the kind; bad input refused before any
+communication; profile -> auto -> run; torch's schedules checked. Every
+launch is bounded by a timeout."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import stagecraft as sc  # noqa: E402
+import stagecraft.torch as sct  # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_worker.py")
+TIMEOUT_S = 240
+
+
+def launch(tmp_path, mode, kind, world, n_mb=8):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen(
+        [sys.executable, WORKER, mode, kind, str(r), str(world), str(port),
+         str(tmp_path), str(n_mb)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for r in range(world)]
+    outputs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=TIMEOUT_S)
+            outputs.append(out)
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"{mode} {kind} on {world} ranks ran past {TIMEOUT_S} s")
+    failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+    assert not failed, "\n".join(
+        f"rank {r} (exit {procs[r].returncode}):\n{outputs[r][-2500:]}"
+        for r in failed)
+    return [json.load(open(tmp_path / f"rank{r}.json")) for r in range(world)]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("kind", sct.KINDS)
+def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world):
+    results = launch(tmp_path, "equal", kind, world)
+    for r, res in enumerate(results):
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+        if res["torch_err"] is not None:
+            assert res["torch_err"] <= 1e-5, (r, res)
+    # The last stage's rank reports one loss per microbatch.
+    assert sum(res["losses"] for res in results) == 8
+
+
+def test_bad_input_raises_before_any_communication(tmp_path):
+    results = launch(tmp_path, "errors", "zb-v", 2)
+    for res in results:
+        assert "helix moves attention to other ranks" in res["kind"]
+        assert "kind '2f2b' does not run on torch's pipeline runtime" in res["unknown"]
+        assert "but the zb-v plan places" in res["wrong rank"]
+        assert "9 microbatches" in res["microbatches"] or \
+            "n_microbatches=9" in res["microbatches"]
+        assert "num_stages=2" in res["stage count"]
+        assert "communication deadlocks: ranks 0, 1 wait forever; cycle 0 -> 1 -> 0" \
+            in res["hang"]
+
+
+def test_profile_then_auto_then_run(tmp_path):
+    results = launch(tmp_path, "profile", "auto", 2)
+    first = results[0]
+    assert all(res["costs"] == first["costs"] for res in results)
+    assert all(res["placement"] == first["placement"] for res in results)
+    assert all(c[0] > 0 and c[2] > 0 and c[3] > 0 for c in first["costs"])
+    for res in results:
+        assert res["grad_err"] <= 1e-5
+    losses = [l for res in results for l in res["losses"]]
+    assert losses == pytest.approx(first["ref_losses"] if first["losses"]
+                                   else results[-1]["ref_losses"], rel=1e-5)
+    path = tmp_path / "profiled.mlir"
+    path.write_text(first["mlir"])
+    assert len(sc.load(str(path)).stages) == 4
+
+
+def test_check_reads_torchs_own_schedules():
+    # torch's schedule objects build their per-rank order without a process
+    # group when given stage stand-ins with the attributes they read.
+    class FakeStage:
+        def __init__(self, index, num_stages, rank, size):
+            self.stage_index, self.num_stages = index, num_stages
+            self.group_rank, self.group_size = rank, size
+            self.is_first, self.is_last = index == 0, index == num_stages - 1
+            self.stage_index_to_group_rank = {}
+            self.submod = torch.nn.Linear(1, 1)
+
+    from torch.distributed.pipelining import schedules as ts
+    for cls, ranks, n_mb in [(ts.ScheduleInterleaved1F1B, 2, 4),
+                             (ts.ScheduleZBVZeroBubble, 2, 4),
+                             (ts.ScheduleDualPipeV, 2, 6),
+                             (ts.ScheduleInterleavedZeroBubble, 2, 4)]:
+        stages = [FakeStage(i, 2 * ranks, 0, ranks) for i in
+                  ([0, 3] if cls in (ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV)
+                   else [0, 2])]
+        theirs = cls(stages, n_mb)
+        checked = sct.check(theirs)
+        assert checked.makespan > 0
+        assert checked.num_ranks == ranks

@@ -1,0 +1,296 @@
+"""One rank of the multi-process gloo tests of stagecraft.torch.
+
+    python torch_worker.py MODE KIND RANK WORLD PORT OUT_DIR [N_MICROBATCHES]
+
+MODE `equal`: train one step of a small transformer (one block per stage)
+with Stagecraft's KIND schedule on torch's runtime, and compare the loss of
+every microbatch and every parameter gradient with the unpipelined model
+(same microbatches, gradients summed) and, where torch has a schedule of
+that kind with the same placement, with torch's own. MODE `errors`: bad
+input raises ScheduleError before any communication. MODE `profile`:
+profile -> auto -> one step, checked against the unpipelined model. MODE
+`bench`: median step time of Stagecraft's schedule and of torch's own.
+Each rank writes OUT_DIR/rank<R>.json.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import schedules as ts
+
+import stagecraft as sc
+import stagecraft.torch as sct
+
+D, HEADS, T, V, B = 32, 4, 16, 64, 2
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(D)
+        self.qkv = nn.Linear(D, 3 * D)
+        self.proj = nn.Linear(D, D)
+        self.ln2 = nn.LayerNorm(D)
+        self.fc1 = nn.Linear(D, 4 * D)
+        self.fc2 = nn.Linear(4 * D, D)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = (self.qkv(self.ln1(x)).view(b, t, 3, HEADS, D // HEADS)
+                   .permute(2, 0, 3, 1, 4))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, D))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class StageModule(nn.Module):
+    """Stage i of the model: the embedding on the first, a block on every
+    one, the final norm and the head on the last; seeded by its index, so
+    every rank builds the same weights."""
+
+    def __init__(self, index, num_stages):
+        super().__init__()
+        torch.manual_seed(1000 + index)
+        self.first = index == 0
+        self.last = index == num_stages - 1
+        if self.first:
+            self.embed = nn.Embedding(V, D)
+        self.block = Block()
+        if self.last:
+            self.norm = nn.LayerNorm(D)
+            self.head = nn.Linear(D, V)
+
+    def forward(self, x):
+        if self.first:
+            x = self.embed(x)
+        x = self.block(x)
+        if self.last:
+            x = self.head(self.norm(x))
+        return x
+
+
+def loss_fn(logits, target):
+    return F.cross_entropy(logits.reshape(-1, V), target.reshape(-1))
+
+
+def data(n_mb):
+    g = torch.Generator().manual_seed(7)
+    tokens = torch.randint(V, (n_mb * B, T), generator=g)
+    return tokens, (tokens * 3 + 1) % V
+
+
+def reference(num_stages, n_mb):
+    """Per-microbatch losses and summed gradients of the unpipelined model."""
+    modules = [StageModule(i, num_stages) for i in range(num_stages)]
+    tokens, target = data(n_mb)
+    losses = []
+    for m in range(n_mb):
+        x = tokens[m * B:(m + 1) * B]
+        for mod in modules:
+            x = mod(x)
+        loss = loss_fn(x, target[m * B:(m + 1) * B])
+        loss.backward()
+        losses.append(loss.item())
+    grads = {(i, n): p.grad.clone() for i, mod in enumerate(modules)
+             for n, p in mod.named_parameters()}
+    return losses, grads
+
+
+def build(indices, num_stages):
+    mods = {i: StageModule(i, num_stages) for i in indices}
+    stages = [PipelineStage(mods[i], i, num_stages, torch.device("cpu"))
+              for i in indices]
+    return mods, stages
+
+
+def run_step(runner, n_mb, has_first, has_last):
+    tokens, target = data(n_mb)
+    losses = []
+    args = (tokens,) if has_first else ()
+    runner.step(*args, target=target if has_last else None,
+                losses=losses if has_last else None)
+    return [l.item() for l in losses]
+
+
+def max_rel_err(mods, grads):
+    worst = 0.0
+    for i, mod in mods.items():
+        for n, p in mod.named_parameters():
+            ref = grads[(i, n)]
+            if p.grad is None:
+                return float("inf")
+            scale = max(ref.abs().max().item(), 1e-12)
+            worst = max(worst, (p.grad - ref).abs().max().item() / scale)
+    return worst
+
+
+# torch's own schedule class of a kind, where its placement is Stagecraft's.
+TORCH_CLASS = {
+    "gpipe": ts.ScheduleGPipe,
+    "1f1b": ts.Schedule1F1B,
+    "interleaved-1f1b": ts.ScheduleInterleaved1F1B,
+    "zb-v": ts.ScheduleZBVZeroBubble,
+    "dualpipev": ts.ScheduleDualPipeV,
+}
+
+
+def stages_for(kind, world):
+    return world if kind in ("gpipe", "1f1b") else 2 * world
+
+
+def torch_schedule(kind, stages, n_mb):
+    cls = TORCH_CLASS[kind]
+    if cls in (ts.ScheduleGPipe, ts.Schedule1F1B):
+        return cls(stages[0], n_mb, loss_fn=loss_fn, scale_grads=False)
+    return cls(stages, n_mb, loss_fn=loss_fn, scale_grads=False)
+
+
+def equal(kind, rank, world, n_mb):
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+    mine = sct.stage_indices(plan, rank)
+    mods, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    has_first, has_last = 0 in mine, num_stages - 1 in mine
+    losses = run_step(runner, n_mb, has_first, has_last)
+    ref_losses, grads = reference(num_stages, n_mb)
+    result = {"placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+              "loss_err": max((abs(a - b) / abs(b) for a, b in
+                               zip(losses, ref_losses)), default=0.0),
+              "losses": len(losses), "torch_err": None}
+    if kind in TORCH_CLASS:
+        tmods, tstages = build(mine, num_stages)
+        theirs = torch_schedule(kind, tstages, n_mb)
+        run_step(theirs, n_mb, has_first, has_last)
+        worst = 0.0
+        for i, mod in mods.items():
+            for (n, p), (_, q) in zip(mod.named_parameters(),
+                                      tmods[i].named_parameters()):
+                scale = max(q.grad.abs().max().item(), 1e-12)
+                worst = max(worst, (p.grad - q.grad).abs().max().item() / scale)
+        result["torch_err"] = worst
+    return result
+
+
+def errors(rank, world, n_mb):
+    """Every bad input raises ScheduleError before any communication (a
+    barrier after each proves no rank is left inside a collective)."""
+    num_stages = 2 * world
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind="zb-v")
+    seen = {}
+
+    def expect(name, fn):
+        try:
+            fn()
+            seen[name] = "no error"
+        except sc.ScheduleError as e:
+            seen[name] = str(e)
+        dist.barrier()
+
+    mine = sct.stage_indices(plan, rank)
+    _, stages = build(mine, num_stages)
+    expect("kind", lambda: sct.schedule(stages, n_mb, loss_fn, kind="helix"))
+    expect("unknown", lambda: sct.schedule(stages, n_mb, loss_fn, kind="2f2b"))
+    wrong = [(i + 1) % num_stages for i in mine]
+    _, wrong_stages = build(wrong, num_stages)
+    expect("wrong rank", lambda: sct.schedule(wrong_stages, n_mb, loss_fn, plan=plan))
+    expect("microbatches", lambda: sct.schedule(stages, n_mb + 1, loss_fn, plan=plan))
+    _, few = build([rank], world)
+    expect("stage count", lambda: sct.schedule(few, n_mb, loss_fn, plan=plan))
+    # A hand-written CSV that would hang is refused by from_csv, naming the
+    # cycle: rank 0 waits for a gradient before it sends its activation.
+    two = sc.Problem(ranks=2, microbatches=1, stages=[sc.Stage(), sc.Stage()])
+    expect("hang", lambda: sc.from_csv(
+        two, "0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"))
+    return seen
+
+
+def profile_auto(rank, world, n_mb):
+    num_stages = 2 * world
+    # Profile the stages of a contiguous placement, plan auto from the
+    # measured costs (rank 0 plans, every rank gets the same plan), build
+    # the stages auto placed here, train one step.
+    probe = [2 * rank, 2 * rank + 1]
+    _, probe_stages = build(probe, num_stages)
+    tokens, _ = data(n_mb)
+    hidden = torch.randn(B, T, D)
+    problem = sct.profile(probe_stages,
+                          lambda i: (tokens[:B],) if i == 0 else (hidden,),
+                          n_microbatches=n_mb, warmup=1, repeats=3)
+    plan = sct.plan(problem, kind="auto", time_limit=1.0)
+    mine = sct.stage_indices(plan, rank)
+    mods, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    losses = run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+    ref_losses, grads = reference(num_stages, n_mb)
+    return {"costs": [[s.forward, s.backward_input, s.backward_weight,
+                       s.activation] for s in problem.stages],
+            "mlir": problem.to_mlir(), "kind": plan.kind,
+            "placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+            "losses": losses, "ref_losses": ref_losses}
+
+
+def bench(kind, rank, world, n_mb, steps=5):
+    """Median step seconds of Stagecraft's kind and of torch's own."""
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=2.0)
+    mine = sct.stage_indices(plan, rank)
+    out = {}
+    for who in ["stagecraft", "torch"]:
+        if who == "torch" and kind not in TORCH_CLASS:
+            continue
+        _, stages = build(mine, num_stages)
+        runner = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
+                  if who == "stagecraft" else torch_schedule(kind, stages, n_mb))
+        times = []
+        for _ in range(steps + 1):
+            dist.barrier()
+            t0 = time.perf_counter()
+            run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+            dist.barrier()
+            times.append(time.perf_counter() - t0)
+        out[who] = statistics.median(times[1:])
+    return out
+
+
+def main():
+    mode, kind, rank, world, port, out = sys.argv[1:7]
+    n_mb = int(sys.argv[7]) if len(sys.argv) > 7 else 8
+    rank, world = int(rank), int(world)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        if mode == "equal":
+            result = equal(kind, rank, world, n_mb)
+        elif mode == "errors":
+            result = errors(rank, world, n_mb)
+        elif mode == "profile":
+            result = profile_auto(rank, world, n_mb)
+        elif mode == "bench":
+            result = bench(kind, rank, world, n_mb)
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
