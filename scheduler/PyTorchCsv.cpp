@@ -53,15 +53,48 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
       out += (first ? "" : ",") + text;
       first = false;
     };
+    // torch's runtime retires every send at an explicit WAIT_SEND: a
+    // forward send after the local backward of its stage and microbatch
+    // (which proves the peer took it, so the wait never blocks), the others
+    // at the end of the step.
+    std::vector<std::pair<int, int>> pendingForward;
+    std::vector<std::string> pendingOther;
     for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
       const Instruction &instr = rank[i];
       if (instr.kind != Instruction::Kind::Compute) {
-        for (const CommOp &op : instr.ops)
+        for (const CommOp &op : instr.ops) {
           cell(commCell(op));
+          if (!op.isSend)
+            continue;
+          if (op.message.kind == MessageKind::Activation)
+            pendingForward.push_back({op.message.stage, op.message.microbatch});
+          else
+            pendingOther.push_back(fmt::format("{}WAIT_SEND_B{}",
+                                               op.message.stage,
+                                               op.message.microbatch));
+        }
         continue;
       }
-      cell(torchName(instr.action));
+      const Action &a = instr.action;
+      cell(torchName(a));
+      std::optional<std::pair<int, int>> backward;
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
+        backward = {a.stage, a.microbatch};
+      else if (a.kind == ActionKind::ForwardBackward)
+        backward = {a.backwardStage, a.backwardMicrobatch};
+      if (!backward)
+        continue;
+      auto it = std::find(pendingForward.begin(), pendingForward.end(),
+                          *backward);
+      if (it != pendingForward.end()) {
+        cell(fmt::format("{}WAIT_SEND_F{}", it->first, it->second));
+        pendingForward.erase(it);
+      }
     }
+    for (auto [stage, mb] : pendingForward)
+      cell(fmt::format("{}WAIT_SEND_F{}", stage, mb));
+    for (const std::string &wait : pendingOther)
+      cell(wait);
     out += '\n';
   }
   return out;
@@ -160,6 +193,18 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
             Action::overlapped(fStage, fMb, bStage, bMb));
         result.positions.back().push_back(pos);
         cells.back().push_back({false, "OVERLAP_F_B", fStage, fMb, pos});
+      } else if (cell.contains("WAIT_SEND_")) {
+        // torch's send retirement: carries no dependency, checked for form.
+        int stage = 0, mb = 0;
+        size_t at = cell.find("WAIT_SEND_");
+        llvm::StringRef kindText = cell.substr(at, 11);
+        if (!parseIndex(cell.take_front(at), stage) ||
+            (kindText != "WAIT_SEND_F" && kindText != "WAIT_SEND_B") ||
+            !parseIndex(cell.drop_front(at + 11), mb))
+          return fail(pos, fmt::format("bad action '{}': expected "
+                                       "<stage>WAIT_SEND_F<microbatch> or "
+                                       "<stage>WAIT_SEND_B<microbatch>",
+                                       cell.str()));
       } else if (!cell.empty()) {
         // A cell of digits only has no kind letter: npos would overrun.
         size_t digits = std::min(cell.find_if_not(llvm::isDigit), cell.size());

@@ -14,8 +14,8 @@ lists are the compute actions Stagecraft generated and the SEND_/RECV_
 actions Stagecraft lowered and verified (torch's CSV spelling, read back by
 torch's own parser), plus the bookkeeping torch's runtime requires and that
 does not reorder anything: a REDUCE_GRAD / WAIT_REDUCE_GRAD pair after each
-stage's last backward and a WAIT_SEND after each send (torch's own
-`_add_reduce_grad` and `_add_wait_send`). Every kind but helix runs: helix
+stage's last backward (torch's own `_add_reduce_grad`). The WAIT_SEND that
+retires each send comes with Stagecraft's CSV. Every kind but helix runs: helix
 moves attention to other ranks, which torch's stages cannot express.
 
 `profile` measures this rank's stages and returns a `Problem` for `auto`;
@@ -117,11 +117,13 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         # The compute-only order (torch's `pipeline_order`, which its own
         # tools print) and the order with communication that runs.
         self.pipeline_order = compute
+        # Stagecraft's CSV already retires each send (WAIT_SEND_F/B); torch's
+        # runtime also wants each stage's gradient reduction after its last
+        # backward, which torch's own pass inserts without moving anything.
         with_comms = {
             r: _ts._add_reduce_grad(acts, n_microbatches)
             for r, acts in _actions_with_comms(plan).items()
         }
-        with_comms = _ts._add_wait_send(with_comms)
         self._prepare_schedule_with_comms(with_comms, format="compute_comms")
 
 

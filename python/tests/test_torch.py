@@ -90,16 +90,6 @@ def test_profile_then_auto_then_run(tmp_path):
 
 
 def test_check_reads_torchs_own_schedules():
-    # torch's schedule objects build their per-rank order without a process
-    # group when given stage stand-ins with the attributes they read.
-    class FakeStage:
-        def __init__(self, index, num_stages, rank, size):
-            self.stage_index, self.num_stages = index, num_stages
-            self.group_rank, self.group_size = rank, size
-            self.is_first, self.is_last = index == 0, index == num_stages - 1
-            self.stage_index_to_group_rank = {}
-            self.submod = torch.nn.Linear(1, 1)
-
     from torch.distributed.pipelining import schedules as ts
     for cls, ranks, n_mb in [(ts.ScheduleInterleaved1F1B, 2, 4),
                              (ts.ScheduleZBVZeroBubble, 2, 4),
@@ -112,3 +102,42 @@ def test_check_reads_torchs_own_schedules():
         checked = sct.check(theirs)
         assert checked.makespan > 0
         assert checked.num_ranks == ranks
+
+
+class FakeStage:
+    """What torch's schedule constructors read of a stage, without a
+    process group."""
+
+    def __init__(self, index, num_stages, rank, size):
+        self.stage_index, self.num_stages = index, num_stages
+        self.group_rank, self.group_size = rank, size
+        self.is_first, self.is_last = index == 0, index == num_stages - 1
+        self.stage_index_to_group_rank = {}
+        self.submod = torch.nn.Linear(1, 1)
+
+
+@pytest.mark.parametrize("kind", sct.KINDS)
+@pytest.mark.parametrize("comms", [False, True])
+def test_torchs_csv_loader_accepts_every_kind(tmp_path, kind, comms):
+    from torch.distributed.pipelining import schedules as ts
+    ranks, n_mb = 4, 8
+    num_stages = 2 * ranks
+    problem = sc.Problem(ranks=ranks, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sc.schedule(problem, kind=kind, time_limit=0.5)
+    path = tmp_path / "schedule.csv"
+    path.write_text(plan.to_csv(comms=comms))
+    stages = [FakeStage(i, num_stages, 0, ranks)
+              for i in sct.stage_indices(plan, 0)]
+    runtime = ts._PipelineScheduleRuntime(stages, n_mb)
+    runtime._load_csv(str(path), format="compute_comms" if comms else "compute_only")
+    assert runtime.stage_index_to_group_rank == dict(enumerate(plan.placement))
+    if comms:
+        # torch runs exactly the cells Stagecraft wrote, in order.
+        rows = plan.to_csv(comms=True).strip().split("\n")
+        for r in range(ranks):
+            assert [str(a) for a in runtime.pipeline_order_with_comms[r]] == \
+                rows[r].split(",")
+    else:
+        for r in range(ranks):
+            assert [str(a) for a in runtime.pipeline_order[r]] == plan.actions(r)
