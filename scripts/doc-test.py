@@ -160,7 +160,7 @@ def checkout_state():
         cwd=ROOT, capture_output=True, text=True, check=True)
     state = set()
     for line in r.stdout.splitlines():
-        path = line[3:]
+        path = line[3:].strip('"')  # git quotes names with spaces
         top = path.split("/", 1)[0]
         if top == "build" or top.startswith("build-") or top == SCRATCH:
             continue

@@ -243,11 +243,22 @@ def profile_auto(rank, world, n_mb):
 
 
 def bench(kind, rank, world, n_mb, steps=5):
-    """Median step seconds of Stagecraft's kind and of torch's own."""
-    num_stages = stages_for(kind, world)
-    problem = sc.Problem(ranks=world, microbatches=n_mb,
-                         stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=2.0)
+    """Median step seconds of Stagecraft's kind and of torch's own; kind
+    `auto-profiled` plans auto from this machine's measured costs."""
+    if kind == "auto-profiled":
+        num_stages = 2 * world
+        _, probe = build([2 * rank, 2 * rank + 1], num_stages)
+        tokens, _ = data(n_mb)
+        hidden = torch.randn(B, T, D)
+        problem = sct.profile(probe,
+                              lambda i: (tokens[:B],) if i == 0 else (hidden,),
+                              n_microbatches=n_mb)
+        plan = sct.plan(problem, kind="auto", time_limit=2.0)
+    else:
+        num_stages = stages_for(kind, world)
+        problem = sc.Problem(ranks=world, microbatches=n_mb,
+                             stages=[sc.Stage() for _ in range(num_stages)])
+        plan = sct.plan(problem, kind=kind, time_limit=2.0)
     mine = sct.stage_indices(plan, rank)
     out = {}
     for who in ["stagecraft", "torch"]:
@@ -264,6 +275,7 @@ def bench(kind, rank, world, n_mb, steps=5):
             dist.barrier()
             times.append(time.perf_counter() - t0)
         out[who] = statistics.median(times[1:])
+    out["plan"] = plan.kind if kind != "auto-profiled" else "auto from profile"
     return out
 
 

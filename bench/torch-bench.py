@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Stagecraft schedules on torch's pipeline runtime against torch's own.
+
+    build-python/venv/bin/python bench/torch-bench.py [WORLD] [MICROBATCHES]
+
+1. Step time (median of 5 steps after one warm-up) of the small transformer
+   of python/tests/torch_worker.py (one block per stage: 2 x WORLD stages,
+   WORLD for gpipe and 1f1b), gloo on the CPU, WORLD processes (default 4),
+   16 microbatches: Stagecraft's schedule of each kind and torch's built-in
+   schedule of the same kind where torch has one with the same placement,
+   and `auto` planned from costs profiled on this machine.
+2. Schedule construction at 64 ranks x 1024 microbatches, interleaved
+   1F1B with 2 stages per rank: torch's ScheduleInterleaved1F1B constructor
+   (which builds every rank's order) against stagecraft.schedule
+   (generate, verify, simulate) through Python, and with the CSV of every
+   rank's compute and communication actions.
+"""
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+
+def launch(kind, world, n_mb):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        procs = [subprocess.Popen(
+            [sys.executable, WORKER, "bench", kind, str(r), str(world),
+             str(port), out, str(n_mb)], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for r in range(world)]
+        for p in procs:
+            text, _ = p.communicate(timeout=900)
+            if p.returncode != 0:
+                raise SystemExit(f"{kind}: a rank failed:\n{text[-2000:]}")
+        return json.load(open(os.path.join(out, "rank0.json")))
+
+
+def step_table(world, n_mb):
+    print(f"Step time, {world} processes (gloo, CPU), {n_mb} microbatches, "
+          "median of 5 steps:\n")
+    print("| kind | Stagecraft ms | torch built-in ms | Stagecraft / torch |")
+    print("|---|---|---|---|")
+    for kind in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
+                 "dualpipev", "auto", "auto-profiled"]:
+        res = launch(kind, world, n_mb)
+        ours = res["stagecraft"] * 1e3
+        theirs = res.get("torch")
+        label = "auto (from profile)" if kind == "auto-profiled" else kind
+        if theirs is None:
+            print(f"| {label} | {ours:.1f} | - | - |")
+        else:
+            print(f"| {label} | {ours:.1f} | {theirs * 1e3:.1f} | "
+                  f"{ours / (theirs * 1e3):.3f} |")
+        sys.stdout.flush()
+
+
+def construction():
+    import torch
+    from torch.distributed.pipelining import schedules as ts
+
+    import stagecraft as sc
+    from test_torch import FakeStage
+
+    ranks, n_mb, v = 64, 1024, 2
+    stages = [FakeStage(i, ranks * v, 0, ranks) for i in (0, ranks)]
+    t0 = time.perf_counter()
+    ts.ScheduleInterleaved1F1B(stages, n_mb)
+    torch_s = time.perf_counter() - t0
+    problem = sc.Problem(ranks=ranks, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(ranks * v)])
+    ours, with_csv = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        s = sc.schedule(problem, kind="interleaved-1f1b", chunks=v)
+        ours.append(time.perf_counter() - t0)
+        s.to_csv(comms=True)
+        with_csv.append(time.perf_counter() - t0)
+    print(f"\nConstruction, {ranks} ranks x {n_mb} microbatches, "
+          f"interleaved-1f1b, {v} stages per rank:\n")
+    print("| what | seconds | torch / this |")
+    print("|---|---|---|")
+    print(f"| torch ScheduleInterleaved1F1B constructor | {torch_s:.2f} | 1 |")
+    best = min(ours)
+    print(f"| stagecraft.schedule (generate + verify + simulate) | {best:.3f} | "
+          f"{torch_s / best:.0f} |")
+    best_csv = min(with_csv)
+    print(f"| ... and every rank's CSV with comms | {best_csv:.3f} | "
+          f"{torch_s / best_csv:.0f} |")
+
+
+def main():
+    world = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    n_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+    step_table(world, n_mb)
+    construction()
+
+
+if __name__ == "__main__":
+    main()
