@@ -220,6 +220,99 @@ Program stagecraft::pipe::sched::lowerCommunication(const Problem &problem,
   return grouped;
 }
 
+Program stagecraft::pipe::sched::lowerCommunicationEarlyReceives(
+    const Problem &problem, const Schedule &schedule) {
+  llvm::Expected<Timeline> timeline = simulate(problem, schedule);
+  if (!timeline) {
+    llvm::consumeError(timeline.takeError());
+    return lowerCommunication(problem, schedule);
+  }
+  Program plain = lower(problem, schedule, /*group=*/false);
+  const int p = plain.numRanks();
+  // Start and end of each rank's computes, in program order.
+  std::vector<std::vector<std::pair<double, double>>> times(p);
+  for (int r = 0; r < p; ++r) {
+    const std::vector<TimedAction> &row = timeline->ranks[r];
+    if (row.size() != schedule.ranks[r].size())
+      return lowerCommunication(problem, schedule);
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (!(row[i].action == schedule.ranks[r][i]))
+        return lowerCommunication(problem, schedule);
+      times[r].push_back({row[i].start, row[i].end});
+    }
+  }
+  // When each send goes out: at the end of the compute before it.
+  std::map<Message, double, MessageLess> sent;
+  for (int r = 0; r < p; ++r) {
+    int computes = 0;
+    for (const Instruction &instr : plain.ranks[r]) {
+      if (instr.kind == Instruction::Kind::Compute) {
+        ++computes;
+        continue;
+      }
+      for (const CommOp &op : instr.ops)
+        if (op.isSend)
+          sent[op.message] = computes ? times[r][computes - 1].second : 0.0;
+    }
+  }
+  Program early;
+  early.placement = plain.placement;
+  early.recompute = plain.recompute;
+  early.ranks.resize(p);
+  for (int r = 0; r < p; ++r) {
+    // Each receive's new place: before compute `at`, no later than where it
+    // was and no earlier than the previous receive on its channel.
+    struct Moved {
+      int at;
+      size_t order;
+      CommOp op;
+    };
+    std::vector<Moved> moved;
+    std::vector<int> channelFloor(p, 0);
+    int computes = 0;
+    for (const Instruction &instr : plain.ranks[r]) {
+      if (instr.kind == Instruction::Kind::Compute) {
+        ++computes;
+        continue;
+      }
+      for (const CommOp &op : instr.ops) {
+        if (op.isSend)
+          continue;
+        double ready = sent.count(op.message) ? sent[op.message] : 0.0;
+        int at = 0;
+        while (at < computes && times[r][at].first < ready)
+          ++at;
+        at = std::max(at, channelFloor[op.peer]);
+        channelFloor[op.peer] = at;
+        moved.push_back({at, moved.size(), op});
+      }
+    }
+    std::stable_sort(moved.begin(), moved.end(),
+                     [](const Moved &a, const Moved &b) { return a.at < b.at; });
+    size_t next = 0;
+    int compute = 0;
+    for (const Instruction &instr : plain.ranks[r]) {
+      if (instr.kind == Instruction::Kind::Compute) {
+        while (next < moved.size() && moved[next].at <= compute)
+          early.ranks[r].push_back(Instruction::comm(moved[next++].op));
+        early.ranks[r].push_back(instr);
+        ++compute;
+        continue;
+      }
+      for (const CommOp &op : instr.ops)
+        if (op.isSend)
+          early.ranks[r].push_back(Instruction::comm(op));
+    }
+    while (next < moved.size())
+      early.ranks[r].push_back(Instruction::comm(moved[next++].op));
+  }
+  if (llvm::Error err = verifyProgram(problem, early)) {
+    llvm::consumeError(std::move(err));
+    return lowerCommunication(problem, schedule);
+  }
+  return early;
+}
+
 llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                                                    const Program &program) {
   const int p = program.numRanks();

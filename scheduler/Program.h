@@ -98,6 +98,18 @@ struct Program {
 /// Assumes `verifySchedule(problem, schedule)` succeeded.
 Program lowerCommunication(const Problem &problem, const Schedule &schedule);
 
+/// The same transfers for runtimes whose receive only posts a buffer and
+/// whose compute waits for it (torch.distributed.pipelining's RECV_F /
+/// RECV_B): every receive moves up to the first compute of its rank that
+/// starts, in the simulated timeline, once the matching send is out, so the
+/// data moves while the rank computes, keeping each channel's receives in
+/// order. Sends stay after their producers; nothing is grouped. The result
+/// is verified under the blocking-receive semantics of `verifyProgram` (the
+/// simulated timeline is a run in which no moved receive waits); if that
+/// fails, the receives stay where `lowerCommunication` puts them.
+Program lowerCommunicationEarlyReceives(const Problem &problem,
+                                       const Schedule &schedule);
+
 /// Checks \p program: its computes form a valid schedule; each cross-rank
 /// input is received before its compute and each output sent after its
 /// producer, exactly once; channel order pairs every send with the receive of

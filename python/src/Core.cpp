@@ -88,7 +88,7 @@ struct PySchedule {
     if (!comms)
       return take(formatPyTorchCsv(schedule));
     Program lowered =
-        program ? *program : lowerCommunication(problem, schedule);
+        program ? *program : lowerCommunicationEarlyReceives(problem, schedule);
     return take(formatPyTorchCsv(lowered));
   }
 };

@@ -14,6 +14,9 @@
 #include "scheduler/Program.h"
 #include "scheduler/ScheduleError.h"
 
+#include <map>
+#include <tuple>
+
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;
 
@@ -68,6 +71,70 @@ TEST(Lowering, EveryKindLowersToAVerifiedProgramAndPlan) {
           EXPECT_EQ(back->ranks[r].slotBytes, plan.ranks[r].slotBytes);
         }
       }
+}
+
+/// Per rank, the instruction index of each receive (by message).
+std::map<std::tuple<int, int, int>, int> receivePositions(const Program &program,
+                                                          int rank) {
+  std::map<std::tuple<int, int, int>, int> at;
+  int computes = 0;
+  for (const Instruction &instr : program.ranks[rank]) {
+    if (instr.kind == Instruction::Kind::Compute) {
+      ++computes;
+      continue;
+    }
+    for (const CommOp &op : instr.ops)
+      if (!op.isSend)
+        at[{static_cast<int>(op.message.kind), op.message.stage,
+            op.message.microbatch}] = computes;
+  }
+  return at;
+}
+
+TEST(Lowering, EarlyReceivesAreVerifiedNeverLaterAndMoveUp) {
+  int movedSomewhere = 0;
+  for (int p : {2, 3, 4})
+    for (int m : {1, p, 2 * p + 1})
+      for (double latency : {0.0, 0.3})
+        for (ScheduleKind kind :
+             {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+              ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
+              ScheduleKind::ZBH2, ScheduleKind::ZBV,
+              ScheduleKind::DualPipeV}) {
+          Problem problem =
+              uniformProblem(p, m, 2 * p, {1.0, 1.0, 0.5}, latency);
+          llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+          ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+          Program standard = lowerCommunication(problem, *s);
+          Program early = lowerCommunicationEarlyReceives(problem, *s);
+          std::string what = scheduleKindName(kind).str() + " p=" +
+                             std::to_string(p) + " m=" + std::to_string(m);
+          ASSERT_FALSE(verifyProgram(problem, early)) << what;
+          // The same computes in the same order, the same transfers.
+          EXPECT_EQ(early.computeSchedule().ranks, s->ranks) << what;
+          for (int r = 0; r < p; ++r) {
+            auto before = receivePositions(standard, r);
+            auto after = receivePositions(early, r);
+            ASSERT_EQ(before.size(), after.size()) << what;
+            for (auto &[msg, at] : after) {
+              EXPECT_LE(at, before[msg]) << what;
+              movedSomewhere += at < before[msg];
+            }
+          }
+        }
+  EXPECT_GT(movedSomewhere, 0);
+}
+
+TEST(Lowering, EarlyReceivesPostTheNextForwardInputDuringTheCurrentCompute) {
+  // 1F1B on 2 ranks: rank 1 receives microbatch 1's activation while it
+  // computes microbatch 0, not right before microbatch 1's forward.
+  Problem problem = uniformProblem(2, 4, 2);
+  Schedule s = *generateSchedule(problem, {ScheduleKind::OneFOneB});
+  Program early = lowerCommunicationEarlyReceives(problem, s);
+  auto at = receivePositions(early, 1);
+  auto standard = receivePositions(lowerCommunication(problem, s), 1);
+  std::tuple<int, int, int> act1{static_cast<int>(Act), 0, 1};
+  EXPECT_LT(at[act1], standard[act1]);
 }
 
 TEST(Lowering, OneFOneBPairsSendAndReceiveInGroups) {
