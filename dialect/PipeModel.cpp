@@ -22,6 +22,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
   problem.ranks = static_cast<int>(pipeline.getRanks());
   problem.microbatches = static_cast<int>(pipeline.getMicrobatches());
   problem.latency = pipeline.getLatency().convertToDouble();
+  if (FloatAttr capacity = pipeline.getCapacityAttr())
+    problem.capacity = capacity.getValueAsDouble();
   for (StageOp op : pipeline.getStages()) {
     sched::Stage stage;
     stage.name = op.getSymName().str();
@@ -38,6 +40,12 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.layers = static_cast<int>(layers.getInt());
     if (FloatAttr r = op.getRecomputedAttr())
       stage.recomputed = r.getValueAsDouble();
+    if (FloatAttr sel = op.getSelectiveAttr())
+      stage.selective = sel.getValueAsDouble();
+    if (FloatAttr c = op.getSelectiveCostAttr())
+      stage.selectiveCost = c.getValueAsDouble();
+    if (FloatAttr params = op.getParamsAttr())
+      stage.params = params.getValueAsDouble();
     if (FloatAttr af = op.getAttentionForwardAttr())
       stage.attention = sched::Stage::Attention{
           af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),
@@ -81,7 +89,6 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
 
   model.schedule.ranks.resize(numRanks);
   model.schedule.placement.assign(numStages, -1);
-  model.schedule.recompute = op.getRecompute();
   model.actionOps.resize(numRanks);
   model.rankOps.resize(numRanks);
   model.instructionOps.resize(numRanks);
@@ -211,6 +218,15 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
         a.backwardStage = *back;
         a.backwardMicrobatch = mbOf(action, "backward_microbatch");
       }
+      // An out-of-range microbatch is reported by the coverage check.
+      auto mode = action.getAttrOfType<RecomputeModeAttr>("recompute");
+      if (mode && a.microbatch < model.problem.microbatches)
+        model.schedule.recompute.set(
+            a.stage, a.microbatch,
+            mode.getValue() == RecomputeMode::full
+                ? sched::Recompute::Full
+                : sched::Recompute::Selective,
+            numStages, model.problem.microbatches);
       model.schedule.ranks[id].push_back(a);
       model.actionOps[id].push_back(&action);
       instrs.push_back(sched::Instruction::compute(a));
@@ -292,8 +308,19 @@ ScheduleOp stagecraft::pipe::buildProgram(
       loc, builder.getStringAttr(name),
       FlatSymbolRefAttr::get(pipeline.getSymNameAttr()),
       kind.empty() ? StringAttr() : builder.getStringAttr(kind), FloatAttr(),
-      FloatAttr(), DenseF64ArrayAttr(), FloatAttr(),
-      program.recompute ? builder.getUnitAttr() : UnitAttr());
+      FloatAttr(), DenseF64ArrayAttr(), FloatAttr());
+  auto recomputeOf = [&](int s, int m) -> RecomputeModeAttr {
+    switch (program.recompute.at(s, m)) {
+    case sched::Recompute::None:
+      return {};
+    case sched::Recompute::Full:
+      return RecomputeModeAttr::get(builder.getContext(), RecomputeMode::full);
+    case sched::Recompute::Selective:
+      return RecomputeModeAttr::get(builder.getContext(),
+                                    RecomputeMode::selective);
+    }
+    llvm_unreachable("unknown recompute mode");
+  };
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&op.getBody().emplaceBlock());
   auto comm = [&](Location at, const sched::CommOp &c) {
@@ -366,7 +393,8 @@ ScheduleOp stagecraft::pipe::buildProgram(
       IntegerAttr mb = builder.getI64IntegerAttr(a.microbatch);
       switch (a.kind) {
       case sched::ActionKind::Forward:
-        builder.create<ForwardOp>(at, stage, mb);
+        builder.create<ForwardOp>(at, stage, mb,
+                                  recomputeOf(a.stage, a.microbatch));
         break;
       case sched::ActionKind::BackwardInput:
         builder.create<BackwardInputOp>(at, stage, mb);
@@ -380,7 +408,8 @@ ScheduleOp stagecraft::pipe::buildProgram(
       case sched::ActionKind::ForwardBackward:
         builder.create<ForwardBackwardOp>(
             at, stage, mb, stageRefs[a.backwardStage],
-            builder.getI64IntegerAttr(a.backwardMicrobatch));
+            builder.getI64IntegerAttr(a.backwardMicrobatch),
+            recomputeOf(a.stage, a.microbatch));
         break;
       case sched::ActionKind::AttentionForward:
         builder.create<AttentionForwardOp>(at, stage, mb);

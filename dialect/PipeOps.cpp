@@ -126,13 +126,22 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
                       b.getI64IntegerAttr(ranks));
   result.addAttribute(getMicrobatchesAttrName(result.name),
                       b.getI64IntegerAttr(microbatches));
-  if (succeeded(parser.parseOptionalKeyword("latency"))) {
-    double latency;
-    if (parser.parseLParen() || parseNumber(parser, latency) ||
+  // `latency(X)` and `capacity(X)`, each at most once, in either order.
+  for (;;) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (failed(parser.parseOptionalKeyword(&keyword, {"latency", "capacity"})))
+      break;
+    StringAttr attrName = keyword == "latency"
+                              ? getLatencyAttrName(result.name)
+                              : getCapacityAttrName(result.name);
+    if (result.attributes.get(attrName))
+      return parser.emitError(loc) << keyword << "(...) appears twice";
+    double value;
+    if (parser.parseLParen() || parseNumber(parser, value) ||
         parser.parseRParen())
       return failure();
-    result.addAttribute(getLatencyAttrName(result.name),
-                        b.getF64FloatAttr(latency));
+    result.addAttribute(attrName, b.getF64FloatAttr(value));
   }
   if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
@@ -151,10 +160,12 @@ void PipelineOp::print(OpAsmPrinter &p) {
     << ")";
   if (getLatency().convertToDouble() != 0.0)
     p << " latency(" << formatNumber(getLatency().convertToDouble()) << ")";
+  if (FloatAttr capacity = getCapacityAttr())
+    p << " capacity(" << formatNumber(capacity.getValueAsDouble()) << ")";
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getRanksAttrName(), getMicrobatchesAttrName(),
-       getLatencyAttrName()});
+       getLatencyAttrName(), getCapacityAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/false);
@@ -165,6 +176,12 @@ LogicalResult PipelineOp::verify() {
   if (!std::isfinite(latency) || latency < 0.0)
     return emitOpError() << "latency must be finite and non-negative, got "
                          << formatNumber(latency);
+  if (FloatAttr capacity = getCapacityAttr()) {
+    double value = capacity.getValueAsDouble();
+    if (!std::isfinite(value) || value <= 0.0)
+      return emitOpError() << "capacity must be finite and positive, got "
+                           << formatNumber(value);
+  }
   return success();
 }
 
@@ -228,7 +245,8 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
       {"forward", std::nullopt},
       {"backward_input", std::nullopt},
       {"backward_weight", std::nullopt},
-      {"forward_backward", std::nullopt}};
+      {"forward_backward", std::nullopt},
+      {"selective", std::nullopt}};
   SMLoc costLoc = parser.getCurrentLocation();
   if (parser.parseKeyword("cost") ||
       parseNamedNumbers(parser, "cost", costs, /*required=*/false))
@@ -237,9 +255,12 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
     if (!costs[i].second)
       return parser.emitError(costLoc)
              << "cost(...) needs '" << costs[i].first << "'";
-  if (costs[3].second)
-    result.addAttribute(getForwardBackwardAttrName(result.name),
-                        b.getF64FloatAttr(*costs[3].second));
+  auto addOptional = [&](StringAttr attrName, std::optional<double> value) {
+    if (value)
+      result.addAttribute(attrName, b.getF64FloatAttr(*value));
+  };
+  addOptional(getForwardBackwardAttrName(result.name), costs[3].second);
+  addOptional(getSelectiveCostAttrName(result.name), costs[4].second);
   result.addAttribute(getForwardAttrName(result.name),
                       b.getF64FloatAttr(*costs[0].second));
   result.addAttribute(getBackwardInputAttrName(result.name),
@@ -249,37 +270,59 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   std::pair<StringRef, std::optional<double>> memory[] = {
       {"activation", std::nullopt},
       {"weight_grad", std::nullopt},
-      {"recomputed", std::nullopt}};
-  if (succeeded(parser.parseOptionalKeyword("memory")) &&
-      parseNamedNumbers(parser, "memory", memory, /*required=*/false))
-    return failure();
+      {"recomputed", std::nullopt},
+      {"selective", std::nullopt}};
+  std::pair<StringRef, std::optional<double>> attention[] = {
+      {"forward", std::nullopt},
+      {"backward", std::nullopt},
+      {"memory", std::nullopt}};
+  std::optional<double> params;
+  // memory(...), params(X) and attention(...), each at most once, in any
+  // order.
+  llvm::SmallVector<StringRef, 3> seen;
+  for (;;) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (failed(parser.parseOptionalKeyword(&keyword,
+                                           {"memory", "params", "attention"})))
+      break;
+    if (llvm::is_contained(seen, keyword))
+      return parser.emitError(loc) << keyword << "(...) appears twice";
+    seen.push_back(keyword);
+    if (keyword == "memory") {
+      if (parseNamedNumbers(parser, "memory", memory, /*required=*/false))
+        return failure();
+    } else if (keyword == "params") {
+      double value;
+      if (parser.parseLParen() || parseNumber(parser, value) ||
+          parser.parseRParen())
+        return failure();
+      params = value;
+    } else {
+      if (parseNamedNumbers(parser, "attention", attention,
+                            /*required=*/false))
+        return failure();
+      for (int i = 0; i < 2; ++i)
+        if (!attention[i].second)
+          return parser.emitError(loc)
+                 << "attention(...) needs '" << attention[i].first << "'";
+      result.addAttribute(getAttentionForwardAttrName(result.name),
+                          b.getF64FloatAttr(*attention[0].second));
+      result.addAttribute(getAttentionBackwardAttrName(result.name),
+                          b.getF64FloatAttr(*attention[1].second));
+      result.addAttribute(
+          getAttentionMemoryAttrName(result.name),
+          b.getF64FloatAttr(attention[2].second.value_or(0.0)));
+    }
+  }
   double activation = memory[0].second.value_or(1.0);
   result.addAttribute(getActivationAttrName(result.name),
                       b.getF64FloatAttr(activation));
   result.addAttribute(getWeightGradAttrName(result.name),
                       b.getF64FloatAttr(memory[1].second.value_or(activation)));
-  if (memory[2].second)
-    result.addAttribute(getRecomputedAttrName(result.name),
-                        b.getF64FloatAttr(*memory[2].second));
-  std::pair<StringRef, std::optional<double>> attention[] = {
-      {"forward", std::nullopt},
-      {"backward", std::nullopt},
-      {"memory", std::nullopt}};
-  SMLoc attentionLoc = parser.getCurrentLocation();
-  if (succeeded(parser.parseOptionalKeyword("attention"))) {
-    if (parseNamedNumbers(parser, "attention", attention, /*required=*/false))
-      return failure();
-    for (int i = 0; i < 2; ++i)
-      if (!attention[i].second)
-        return parser.emitError(attentionLoc)
-               << "attention(...) needs '" << attention[i].first << "'";
-    result.addAttribute(getAttentionForwardAttrName(result.name),
-                        b.getF64FloatAttr(*attention[0].second));
-    result.addAttribute(getAttentionBackwardAttrName(result.name),
-                        b.getF64FloatAttr(*attention[1].second));
-    result.addAttribute(getAttentionMemoryAttrName(result.name),
-                        b.getF64FloatAttr(attention[2].second.value_or(0.0)));
-  }
+  addOptional(getRecomputedAttrName(result.name), memory[2].second);
+  addOptional(getSelectiveAttrName(result.name), memory[3].second);
+  addOptional(getParamsAttrName(result.name), params);
   return parser.parseOptionalAttrDict(result.attributes);
 }
 
@@ -297,13 +340,19 @@ void StageOp::print(OpAsmPrinter &p) {
     << formatNumber(getBackwardWeight().convertToDouble());
   if (FloatAttr fb = getForwardBackwardAttr())
     p << ", forward_backward = " << formatNumber(fb.getValueAsDouble());
+  if (FloatAttr c = getSelectiveCostAttr())
+    p << ", selective = " << formatNumber(c.getValueAsDouble());
   p << ")";
   p << " memory(activation = "
     << formatNumber(getActivation().convertToDouble())
     << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble());
   if (FloatAttr r = getRecomputedAttr())
     p << ", recomputed = " << formatNumber(r.getValueAsDouble());
+  if (FloatAttr sel = getSelectiveAttr())
+    p << ", selective = " << formatNumber(sel.getValueAsDouble());
   p << ")";
+  if (FloatAttr params = getParamsAttr())
+    p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr af = getAttentionForwardAttr())
     p << " attention(forward = " << formatNumber(af.getValueAsDouble())
       << ", backward = "
@@ -320,6 +369,7 @@ void StageOp::print(OpAsmPrinter &p) {
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
        getForwardBackwardAttrName(), getActivationAttrName(),
        getWeightGradAttrName(), getRecomputedAttrName(),
+       getSelectiveAttrName(), getSelectiveCostAttrName(), getParamsAttrName(),
        getAttentionForwardAttrName(),
        getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
 }
@@ -340,7 +390,10 @@ LogicalResult StageOp::verify() {
       {"attention 'forward'", getAttentionForwardAttr()},
       {"attention 'backward'", getAttentionBackwardAttr()},
       {"attention 'memory'", getAttentionMemoryAttr()},
-      {"memory 'recomputed'", getRecomputedAttr()}};
+      {"memory 'recomputed'", getRecomputedAttr()},
+      {"memory 'selective'", getSelectiveAttr()},
+      {"cost 'selective'", getSelectiveCostAttr()},
+      {"params", getParamsAttr()}};
   for (auto [what, attr] : optional) {
     if (!attr)
       continue;
@@ -355,6 +408,21 @@ LogicalResult StageOp::verify() {
                          << ") exceeds 'activation' ("
                          << formatNumber(getActivation().convertToDouble())
                          << ")";
+  double activation = getActivation().convertToDouble();
+  std::pair<StringRef, FloatAttr> kept[] = {
+      {"recomputed", getRecomputedAttr()}, {"selective", getSelectiveAttr()}};
+  for (auto [what, attr] : kept)
+    if (attr && attr.getValueAsDouble() > activation)
+      return emitOpError() << "memory '" << what << "' ("
+                           << formatNumber(attr.getValueAsDouble())
+                           << ") exceeds 'activation' ("
+                           << formatNumber(activation)
+                           << "): a forward cannot keep more than it makes";
+  if (bool(getSelectiveAttr()) != bool(getSelectiveCostAttr()))
+    return emitOpError()
+           << "selective recomputation needs both memory(selective = S) and "
+              "cost(selective = C); only the "
+           << (getSelectiveAttr() ? "memory" : "cost") << " is given";
   if (getRankAttr()) {
     int64_t rank = getRankAttr().getInt();
     int64_t ranks = getParentOp<PipelineOp>().getRanks();

@@ -23,7 +23,9 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
   let description = [{
     The problem a schedule solves. Stages chain in the order they are
     written. `latency(X)` is the delay of a transfer between two ranks
-    (default 0).
+    (default 0). `capacity(X)` is every rank's memory capacity, in the unit
+    of the stages' memory: a rank's peak (the `params` of its stages plus
+    its live activations) must stay within it, recomputing where needed.
 
     ```mlir
     pipe.pipeline @demo ranks(2) microbatches(4) latency(0.1) {
@@ -38,7 +40,8 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     SymbolNameAttr:$sym_name,
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$ranks,
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$microbatches,
-    DefaultValuedAttr<F64Attr, "0.0">:$latency
+    DefaultValuedAttr<F64Attr, "0.0">:$latency,
+    OptionalAttr<F64Attr>:$capacity
   );
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -59,8 +62,13 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     `weight_grad` (at most `activation`, default `activation`) is the part
     still held after the input gradient, until the weight gradient. Memory
     defaults to `activation = 1.0`; `recomputed` (at most `activation`) is
-    what a forward keeps when the schedule recomputes it (`recompute`).
-    `rank(K)` pins the stage to rank K. The
+    what a forward keeps when the schedule recomputes it in full (absent:
+    the whole activation, so nothing is saved). Selective recomputation is
+    offered where `memory(selective = S)` and `cost(selective = C)` are both
+    given: the forward keeps S and the backward first re-runs C (Megatron's
+    selective recomputation of the attention core). `params(X)` is static
+    memory resident on the rank hosting the stage (weights, gradients,
+    optimizer state). `rank(K)` pins the stage to rank K. The
     optional cost entry `forward_backward` is the cost of this stage's
     forward overlapped with a full backward (default F + B: no gain).
     `layers(N)` gives the stage's transformer layers, for training with the
@@ -84,6 +92,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     F64Attr:$activation,
     F64Attr:$weight_grad,
     OptionalAttr<F64Attr>:$recomputed,
+    OptionalAttr<F64Attr>:$selective,
+    OptionalAttr<F64Attr>:$selective_cost,
+    OptionalAttr<F64Attr>:$params,
     OptionalAttr<F64Attr>:$attention_forward,
     OptionalAttr<F64Attr>:$attention_backward,
     OptionalAttr<F64Attr>:$attention_memory
@@ -133,8 +144,7 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     OptionalAttr<F64Attr>:$makespan,
     OptionalAttr<F64Attr>:$bubble_ratio,
     OptionalAttr<DenseF64ArrayAttr>:$peak_memory,
-    OptionalAttr<F64Attr>:$span,
-    UnitAttr:$recompute
+    OptionalAttr<F64Attr>:$span
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `for` $pipeline attr-dict-with-keyword $body";
@@ -168,7 +178,36 @@ class Pipe_ActionOp<string mnemonic, string summaryText>
   let assemblyFormat = "$stage `mb` $microbatch attr-dict";
 }
 
-def Pipe_ForwardOp : Pipe_ActionOp<"forward", "Forward (F)">;
+def Pipe_RecomputeMode : I32EnumAttr<"RecomputeMode",
+    "what a forward drops and its backward re-derives", [
+      I32EnumAttrCase<"full", 1>,
+      I32EnumAttrCase<"selective", 2>]> {
+  let cppNamespace = "::stagecraft::pipe";
+}
+
+def Pipe_ForwardOp : Pipe_Op<"forward", [HasParent<"RankOp">]> {
+  let summary = "Forward (F)";
+  let description = [{
+    Runs the forward of `$stage` for microbatch `$microbatch` on the
+    enclosing rank, after the previous action of that rank. With
+    `recompute full`, it keeps only the stage's `recomputed` memory and the
+    backward of the same microbatch first runs the forward again; with
+    `recompute selective`, it keeps the stage's `selective` memory and the
+    backward first re-runs the stage's selective cost. Either way the
+    backward re-materializes the whole activation, freed as usual.
+
+    ```mlir
+    pipe.forward @s0 mb 3 recompute full
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$stage,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$microbatch,
+    OptionalAttr<Pipe_RecomputeMode>:$recompute
+  );
+  let assemblyFormat =
+      "$stage `mb` $microbatch (`recompute` $recompute^)? attr-dict";
+}
 def Pipe_BackwardInputOp
     : Pipe_ActionOp<"backward_input", "Backward for the input gradient (I)">;
 def Pipe_BackwardWeightOp
@@ -192,7 +231,8 @@ def Pipe_ForwardBackwardOp : Pipe_Op<"forward_backward", [HasParent<"RankOp">]> 
     computation with another chunk's backward communication. It waits for
     the dependencies of both halves. Its cost is F + B less the mean of the
     two stages' overlap gains (F + B - forward_backward), and never less than
-    the longer half.
+    the longer half. `recompute` applies to the forward half as on
+    `pipe.forward`.
 
     ```mlir
     pipe.forward_backward @s0 mb 4, @s7 mb 1
@@ -202,11 +242,12 @@ def Pipe_ForwardBackwardOp : Pipe_Op<"forward_backward", [HasParent<"RankOp">]> 
     FlatSymbolRefAttr:$forward_stage,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$forward_microbatch,
     FlatSymbolRefAttr:$backward_stage,
-    ConfinedAttr<I64Attr, [IntNonNegative]>:$backward_microbatch
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$backward_microbatch,
+    OptionalAttr<Pipe_RecomputeMode>:$recompute
   );
   let assemblyFormat = [{
-    $forward_stage `mb` $forward_microbatch `,` $backward_stage `mb`
-    $backward_microbatch attr-dict
+    $forward_stage `mb` $forward_microbatch (`recompute` $recompute^)? `,`
+    $backward_stage `mb` $backward_microbatch attr-dict
   }];
 }
 

@@ -33,7 +33,9 @@ struct Kept {
 struct HelixBlock::Impl {
   ModelConfig c;
   int index, layers;
-  bool first, last, recompute = false;
+  bool first, last;
+  std::function<bool(int)> recompute;
+  bool recomputes(int mb) const { return recompute && recompute(mb); }
   int step = 0;
   std::vector<Parameter> params;
   Parameter *embedding = nullptr, *position = nullptr, *gf = nullptr,
@@ -50,10 +52,10 @@ struct HelixBlock::Impl {
 };
 
 HelixBlock::HelixBlock(const ModelConfig &config, int index, int layers,
-                       bool recompute)
+                       std::function<bool(int)> recompute)
     : impl(std::make_unique<Impl>()) {
   Impl &m = *impl;
-  m.recompute = recompute;
+  m.recompute = std::move(recompute);
   m.c = config;
   m.index = index;
   m.layers = layers;
@@ -100,7 +102,7 @@ void HelixBlock::forward(int mb, const float *residual, const float *attention,
   Impl &m = *impl;
   Kept &k = m.kept[mb];
   m.compute(mb, k, residual, attention, residualOut, qkvOut);
-  if (m.recompute) {
+  if (m.recomputes(mb)) {
     // Keep the inputs (and the tokens) only; the backward recomputes.
     Kept inputs;
     inputs.xPrev = std::move(k.xPrev);
@@ -141,7 +143,7 @@ void HelixBlock::backwardInput(int mb, const float *residualGrad,
   Impl &m = *impl;
   const int T = m.c.tokens(), H = m.c.hidden;
   Kept &k = m.kept.at(mb);
-  if (m.recompute) {
+  if (m.recomputes(mb)) {
     // The same forward again from the kept inputs, outputs discarded.
     Vec residualOut(static_cast<size_t>(T) * H), qkvOut(3 * residualOut.size());
     m.compute(mb, k, m.first ? nullptr : k.xPrev.data(),

@@ -21,11 +21,12 @@ namespace stagecraft::kernels {
 class HelixBlock : public StageModel {
 public:
   /// Block \p index of the \p layers + 1 blocks of a \p layers-layer model.
-  /// With \p recompute, a forward keeps only its inputs and the backward
-  /// computes the forward again first (HelixPipe's recomputation; attention
-  /// is a separate piece and is never recomputed).
+  /// Where \p recompute(mb) holds, the forward of microbatch mb keeps only
+  /// its inputs and the backward computes the forward again first
+  /// (HelixPipe's recomputation; attention is a separate piece and is never
+  /// recomputed). Unset: nothing recomputes.
   HelixBlock(const ModelConfig &config, int index, int layers,
-             bool recompute = false);
+             std::function<bool(int mb)> recompute = nullptr);
   ~HelixBlock() override;
   HelixBlock(HelixBlock &&) noexcept;
 

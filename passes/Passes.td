@@ -42,7 +42,20 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       group of p runs that attention on rank (j mod p + d + 1) mod p, so a
       layer's p attentions run on p ranks at once. `folds` groups interleave
       layer by layer; all forwards, then the backwards in reverse order;
-      `recompute` adds each block's forward to its backward.
+      its `full` recomputation re-runs each block's forward (never the
+      attention) before its backward.
+
+    `recompute` chooses which forwards drop their activation and re-derive
+    it in the backward (`recompute full|selective` on the `pipe.forward`):
+    `none`, `full` (the stage's `recomputed` memory kept, the forward
+    re-run), `selective` (the stage's `selective` memory kept, its selective
+    cost re-run; stages without it keep everything) or `auto`: per (stage,
+    microbatch), the forwards in flight longest at each rank's peak
+    recompute, at the level that saves memory most cheaply, until every
+    rank fits the pipeline's `capacity(X)`; a uniform `full` or `selective`
+    wins when faster. With `kind=auto` and a capacity, kind and
+    recomputation are searched together. A plan that cannot fit is an error
+    at the pipeline naming the rank, its peak and its capacity.
 
     Without pins, `gpipe` and `1f1b` place contiguous blocks of stages, one
     block per rank; `interleaved-1f1b` needs `ranks x chunks` stages.
@@ -83,9 +96,11 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
     Option<"folds", "folds", "int", /*default=*/"2",
            "helix: groups of ranks microbatches interleaved layer by layer "
            "(default 2)">,
-    Option<"recompute", "recompute", "bool", /*default=*/"true",
-           "helix: backwards recompute their block's forward (default "
-           "true)">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"\"",
+           "Recomputation: none, full, selective or auto (per stage and "
+           "microbatch, the cheapest mix that fits the pipeline's "
+           "capacity). Default: auto with a capacity(X), else none (helix: "
+           "full)">,
     Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "

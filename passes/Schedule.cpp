@@ -45,6 +45,15 @@ static std::optional<std::string> hintFor(llvm::StringRef kind,
     return std::string("raise memory-limit=, use a kind with a lower peak "
                        "(1f1b, zb-h1), or kind=auto, which searches under "
                        "the limit");
+  if (message.contains("nothing fits"))
+    return std::string("raise capacity(X), give stages a smaller "
+                       "memory(recomputed = R) or selective option, or use "
+                       "kind=auto, which searches kinds with fewer "
+                       "microbatches in flight");
+  if (message.contains("above its capacity") &&
+      message.contains("recompute=auto fits"))
+    return std::string("drop recompute= (auto is the default with a "
+                       "capacity) or pass recompute=auto");
   if (message.contains("needs attention(...)"))
     return std::string("helix needs attention(forward = ..., backward = ...) "
                        "on every stage but the last (see "
@@ -88,6 +97,11 @@ struct SchedulePass
           fmt::format("pipe-schedule: time-limit={} must be a finite number "
                       "of seconds > 0",
                       double(timeLimit)));
+    if (!recompute.empty() && !sched::parseRecomputePolicy(recompute))
+      return errorHandler(fmt::format(
+          "pipe-schedule: recompute={} is not one of none, full, selective, "
+          "auto",
+          std::string(recompute)));
     if (folds < 1)
       return errorHandler(fmt::format(
           "pipe-schedule: folds={} must be at least 1", int(folds)));
@@ -127,7 +141,8 @@ struct SchedulePass
       request.kind = kind;
       request.chunks = chunks;
       request.folds = folds;
-      request.recompute = recompute;
+      if (!recompute.empty())
+        request.recompute = sched::parseRecomputePolicy(recompute);
       request.memoryLimit = memoryLimit;
       request.timeLimit = timeLimit;
       request.progress = [&](const sched::AutoProgress &p) {

@@ -6,6 +6,8 @@
 
 #include "passes/ScheduleLookup.h"
 
+#include "scheduler/Recompute.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,6 +40,13 @@ stagecraft::pipe::simulateSchedule(ScheduleOp op, const ScheduleModel &model) {
       sched::simulate(model.problem, model.schedule);
   if (!timeline) {
     (void)emitScheduleError(op, model, timeline.takeError());
+    return failure();
+  }
+  if (llvm::Error err = sched::checkCapacity(model.problem, *timeline)) {
+    InFlightDiagnostic diag = op.emitOpError() << llvm::toString(std::move(err));
+    if (auto pipeline = SymbolTable::lookupNearestSymbolFrom<PipelineOp>(
+            op, op.getPipelineAttr()))
+      diag.attachNote(pipeline.getLoc()) << "capacity declared here";
     return failure();
   }
   return std::move(*timeline);

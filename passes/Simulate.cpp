@@ -29,7 +29,11 @@ struct SimulatePass
       Builder b(op.getContext());
       op.setMakespanAttr(b.getF64FloatAttr(timeline->makespan));
       op.setBubbleRatioAttr(b.getF64FloatAttr(timeline->bubbleRatio));
-      op.setPeakMemoryAttr(b.getDenseF64ArrayAttr(timeline->peakMemory));
+      // The figure a capacity bounds: params + activations.
+      std::vector<double> peaks;
+      for (int r = 0, e = timeline->peakMemory.size(); r < e; ++r)
+        peaks.push_back(timeline->peak(r));
+      op.setPeakMemoryAttr(b.getDenseF64ArrayAttr(peaks));
       op.setSpanAttr(b.getF64FloatAttr(timeline->maxSpan()));
       return success();
     };

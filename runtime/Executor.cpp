@@ -79,8 +79,11 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                         plan.stageNames[s]));
     for (int s = 0; s < n; ++s)
       if (rank < 0 || plan.placement[s] == rank) {
-        auto block = std::make_unique<kernels::HelixBlock>(train.model, s, n - 1,
-                                                           plan.recompute);
+        sched::RecomputeTable table = plan.recompute;
+        auto block = std::make_unique<kernels::HelixBlock>(
+            train.model, s, n - 1, [table, s](int mb) {
+              return table.at(s, mb) != sched::Recompute::None;
+            });
         models.blocks[s] = block.get();
         models.all.emplace_back(s, std::move(block));
       }

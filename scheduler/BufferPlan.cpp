@@ -172,8 +172,16 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           r_(bufferTag(BufferKind::Activation, s - 1, m));
         if (attention(s - 1))
           r_(bufferTag(BufferKind::AttentionOutput, s - 1, m));
-        stash(BufferKind::StashInput, s, m, stage.activation - stage.weightGrad);
-        stash(BufferKind::StashWeight, s, m, stage.weightGrad);
+        Recompute mode = program.recompute.at(s, m);
+        if (mode == Recompute::None) {
+          stash(BufferKind::StashInput, s, m,
+                stage.activation - stage.weightGrad);
+          stash(BufferKind::StashWeight, s, m, stage.weightGrad);
+        } else {
+          // Only what the forward keeps; I re-derives the rest and keeps
+          // weight_grad of it for W.
+          stash(BufferKind::StashInput, s, m, keptActivation(stage, mode));
+        }
         if (s + 1 < n)
           w_(bufferTag(BufferKind::Activation, s, m), stage.activation);
         if (attention(s))
@@ -184,6 +192,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         unstash(BufferKind::StashInput, s, m);
         if (full)
           unstash(BufferKind::StashWeight, s, m);
+        else if (program.recompute.at(s, m) != Recompute::None)
+          stash(BufferKind::StashWeight, s, m, stage.weightGrad);
         if (s + 1 < n)
           r_(bufferTag(BufferKind::Gradient, s + 1, m));
         if (attention(s))
@@ -299,35 +309,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         PlanOp o;
         o.kind = PlanOp::Kind::Compute;
         o.action = instr.action;
-        const Stage &stage = problem.stages[instr.action.stage];
-        switch (instr.action.kind) {
-        case ActionKind::Forward:
-          o.cost = stage.forward;
-          break;
-        case ActionKind::BackwardInput:
-          o.cost = stage.backwardInput;
-          break;
-        case ActionKind::BackwardWeight:
-          o.cost = stage.backwardWeight;
-          break;
-        case ActionKind::Backward:
-          o.cost = stage.backward();
-          break;
-        case ActionKind::ForwardBackward:
-          o.cost = overlappedCost(stage,
-                                  problem.stages[instr.action.backwardStage]);
-          break;
-        case ActionKind::AttentionForward:
-          o.cost = stage.attention->forward;
-          break;
-        case ActionKind::AttentionBackward:
-          o.cost = stage.attention->backward;
-          break;
-        }
-        if (program.recompute &&
-            (instr.action.kind == ActionKind::BackwardInput ||
-             instr.action.kind == ActionKind::Backward))
-          o.cost += stage.forward;
+        o.cost = actionEffect(problem, program.recompute, instr.action).cost;
         for (uint64_t tag : reads[i])
           o.reads.push_back(use(tag));
         for (uint64_t tag : writes[i])

@@ -107,6 +107,19 @@ stagecraft::pipe::sched::generateSchedule(const Problem &problem,
   llvm_unreachable("unknown schedule kind");
 }
 
+/// The fixed kind of \p request's schedule, before recomputation.
+static llvm::Expected<Schedule> fixedKind(const Problem &problem,
+                                          ScheduleKind kind,
+                                          const KindRequest &request,
+                                          RecomputePolicy policy) {
+  ScheduleOptions options;
+  options.kind = kind;
+  options.chunks = request.chunks;
+  options.folds = request.folds;
+  options.recompute = policy != RecomputePolicy::None;
+  return generateSchedule(problem, options);
+}
+
 llvm::Expected<KindResult>
 stagecraft::pipe::sched::scheduleByName(const Problem &problem,
                                         const KindRequest &request) {
@@ -118,41 +131,113 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
     if (request.chunks > 1)
       return fail("chunks applies to interleaved-1f1b only; auto chooses "
                   "the placement");
+    RecomputePolicy policy =
+        request.recompute.value_or(defaultRecomputePolicy(problem));
     AutoOptions options;
     options.memoryLimit = request.memoryLimit;
     options.timeLimit = request.timeLimit;
     if (request.progress)
       options.progress = request.progress;
+    // With a capacity, the search shares its time with a second run at the
+    // activation memory the capacity leaves.
+    bool joint = problem.capacity.has_value() && request.memoryLimit <= 0.0;
+    if (joint)
+      options.timeLimit = request.timeLimit / 2;
     llvm::Expected<AutoResult> found = autoSchedule(problem, options);
     if (!found)
       return found.takeError();
-    result.schedule = std::move(found->schedule);
-    result.choice = found->name;
     result.lowerBound = found->lowerBound;
     result.memoryAwareBound = found->memoryAwareBound;
+
+    struct Candidate {
+      std::string name;
+      Schedule schedule;
+    };
+    std::vector<Candidate> candidates;
+    candidates.push_back({found->name, std::move(found->schedule)});
+    if (joint) {
+      // The activation memory the capacity leaves beside the params of the
+      // contiguous placement (the most any rank holds there).
+      double params = 0.0;
+      if (llvm::Expected<std::vector<int>> placement =
+              placeContiguous(problem, /*requireContiguous=*/false)) {
+        std::vector<double> held =
+            staticMemory(problem, *placement, problem.ranks);
+        params = *std::max_element(held.begin(), held.end());
+      } else {
+        llvm::consumeError(placement.takeError());
+      }
+      AutoOptions roomy = options;
+      roomy.memoryLimit = *problem.capacity - params;
+      roomy.progress = nullptr;
+      if (roomy.memoryLimit > 0.0) {
+        if (llvm::Expected<AutoResult> more = autoSchedule(problem, roomy))
+          candidates.push_back({more->name, std::move(more->schedule)});
+        else
+          llvm::consumeError(more.takeError());
+      }
+      for (ScheduleKind kind : kAllKinds) {
+        llvm::Expected<Schedule> s = fixedKind(problem, kind, request, policy);
+        if (s)
+          candidates.push_back({scheduleKindName(kind).str(), std::move(*s)});
+        else
+          llvm::consumeError(s.takeError());
+      }
+    }
+    std::optional<llvm::Error> firstError;
+    bool have = false;
+    for (Candidate &c : candidates) {
+      llvm::Expected<RecomputeOutcome> planned =
+          planRecomputation(problem, c.schedule, policy);
+      if (!planned) {
+        if (!firstError)
+          firstError = planned.takeError();
+        else
+          llvm::consumeError(planned.takeError());
+        continue;
+      }
+      if (have &&
+          planned->timeline.makespan >= result.timeline.makespan - 1e-12)
+        continue;
+      have = true;
+      result.schedule = std::move(c.schedule);
+      result.timeline = std::move(planned->timeline);
+      result.recompute = planned->chosen;
+      result.choice = c.name;
+    }
+    if (!have)
+      return std::move(*firstError);
+    if (firstError)
+      llvm::consumeError(std::move(*firstError));
+    if (problem.capacity || result.schedule.recompute.any())
+      result.choice += " + recompute " + result.recompute;
     return result;
   }
   llvm::Expected<ScheduleKind> parsed = parseScheduleKind(request.kind);
   if (!parsed)
     return parsed.takeError();
-  ScheduleOptions options;
-  options.kind = *parsed;
-  options.chunks = request.chunks;
-  options.folds = request.folds;
-  options.recompute = request.recompute;
-  llvm::Expected<Schedule> schedule = generateSchedule(problem, options);
+  RecomputePolicy policy = request.recompute.value_or(defaultRecomputePolicy(
+      problem, *parsed == ScheduleKind::Helix
+                   ? std::optional(RecomputePolicy::Full)
+                   : std::nullopt));
+  llvm::Expected<Schedule> schedule =
+      fixedKind(problem, *parsed, request, policy);
   if (!schedule)
     return schedule.takeError();
+  llvm::Expected<RecomputeOutcome> planned =
+      planRecomputation(problem, *schedule, policy);
+  if (!planned)
+    return planned.takeError();
   if (request.memoryLimit > 0.0) {
-    llvm::Expected<Timeline> t = simulate(problem, *schedule);
-    if (!t)
-      return t.takeError();
+    const Timeline &t = planned->timeline;
     for (int r = 0; r < problem.ranks; ++r)
-      if (t->peakMemory[r] > request.memoryLimit * (1 + 1e-9))
+      if (t.peakMemory[r] > request.memoryLimit * (1 + 1e-9))
         return fail(fmt::format("its peak memory {} on rank {} exceeds "
                                 "memory-limit={}",
-                                t->peakMemory[r], r, request.memoryLimit));
+                                t.peakMemory[r], r, request.memoryLimit));
   }
   result.schedule = std::move(*schedule);
+  result.timeline = std::move(planned->timeline);
+  result.recompute = planned->chosen;
   return result;
 }

@@ -10,6 +10,7 @@
 #ifndef STAGECRAFT_SCHEDULER_GENERATORS_H
 #define STAGECRAFT_SCHEDULER_GENERATORS_H
 
+#include "scheduler/Recompute.h"
 #include "scheduler/Schedule.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -135,9 +136,12 @@ struct KindRequest {
   std::string kind = "1f1b";
   int chunks = 0;
   int folds = 2;
-  bool recompute = true;
-  /// Per-rank memory limit; 0: 1F1B's highest peak for auto, none for the
-  /// fixed kinds (a fixed kind whose peak exceeds a given limit fails).
+  /// Which forwards recompute; unset: auto with a capacity, else none
+  /// (helix: full), as `defaultRecomputePolicy`.
+  std::optional<RecomputePolicy> recompute;
+  /// Per-rank limit on activation memory; 0: 1F1B's highest peak for auto,
+  /// none for the fixed kinds (a fixed kind whose peak exceeds a given limit
+  /// fails). The pipeline's capacity is checked besides it.
   double memoryLimit = 0.0;
   /// Seconds the auto search may take.
   double timeLimit = 10.0;
@@ -147,6 +151,10 @@ struct KindRequest {
 
 struct KindResult {
   Schedule schedule;
+  /// The simulated timeline of `schedule`.
+  Timeline timeline;
+  /// The recomputation policy applied ("auto" may end as a uniform one).
+  std::string recompute;
   /// auto only: the winning candidate, the lower bound and the
   /// memory-aware bound.
   std::string choice;
@@ -154,8 +162,13 @@ struct KindResult {
   double memoryAwareBound = 0.0;
 };
 
-/// The schedule of \p problem for \p request: unknown kinds, bad options
-/// and a fixed kind over its memory limit fail with a message.
+/// The schedule of \p problem for \p request, with its recomputation
+/// planned: unknown kinds, bad options, a fixed kind over its memory limit
+/// and a plan over the pipeline's capacity fail with a message. With a
+/// capacity, auto searches kind x recomputation: its own search (at its
+/// default limit, and at the activation memory the capacity leaves) and
+/// every fixed kind that applies, each with its recomputation planned; the
+/// fastest that fits wins.
 llvm::Expected<KindResult> scheduleByName(const Problem &problem,
                                           const KindRequest &request);
 

@@ -304,7 +304,8 @@ stagecraft::pipe::sched::generateHelix(const Problem &problem, int folds,
                               "last does)",
                               problem.stages[s].name));
   Schedule schedule;
-  schedule.recompute = recompute;
+  if (recompute)
+    schedule.recompute.assignAll(n, mbs, Recompute::Full);
   schedule.placement.resize(n);
   for (int s = 0; s < n; ++s) {
     schedule.placement[s] = s % p;

@@ -85,7 +85,7 @@ struct PlanRank {
 };
 
 struct Plan {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   std::string pipeline;
   std::string schedule;
   int microbatches = 0;
@@ -94,8 +94,8 @@ struct Plan {
   std::vector<int> stageLayers;
   /// Whether an attention task follows each stage (HelixPipe).
   std::vector<bool> stageAttention;
-  /// Backwards recompute their stage's forward (see Schedule::recompute).
-  bool recompute = false;
+  /// Which forwards recompute in their backward (see Schedule::recompute).
+  RecomputeTable recompute;
   std::vector<int> placement;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;

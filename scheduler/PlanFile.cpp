@@ -101,7 +101,18 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (int l : plan.stageLayers)
         j.value(l);
     });
-    j.attribute("recompute", plan.recompute);
+    // One string per stage, a letter per microbatch: n none, f full,
+    // s selective; an empty array when nothing recomputes.
+    j.attributeArray("recompute", [&] {
+      if (!plan.recompute.any())
+        return;
+      for (size_t s = 0; s < plan.stageNames.size(); ++s) {
+        std::string row;
+        for (int m = 0; m < plan.microbatches; ++m)
+          row += "nfs"[static_cast<int>(plan.recompute.at(s, m))];
+        j.value(row);
+      }
+    });
     j.attributeArray("attention", [&] {
       for (bool a : plan.stageAttention)
         j.value(a);
@@ -396,7 +407,28 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
       plan.stageLayers[s] = static_cast<int>(*l);
     }
   }
-  plan.recompute = root->getBoolean("recompute").value_or(false);
+  if (const json::Array *recompute = root->getArray("recompute")) {
+    if (!recompute->empty() && recompute->size() != stages->size())
+      return reader.fail("recompute", "needs one entry per stage, or none");
+    for (size_t s = 0; s < recompute->size(); ++s) {
+      std::optional<llvm::StringRef> row = (*recompute)[s].getAsString();
+      if (!row || row->size() != static_cast<size_t>(plan.microbatches))
+        return reader.fail("recompute",
+                           "entries must be strings of one letter per "
+                           "microbatch");
+      for (int m = 0; m < plan.microbatches; ++m) {
+        size_t mode = llvm::StringRef("nfs").find((*row)[m]);
+        if (mode == llvm::StringRef::npos)
+          return reader.fail("recompute",
+                             "letters must be n (none), f (full) or s "
+                             "(selective)");
+        plan.recompute.set(s, m, static_cast<Recompute>(mode), stages->size(),
+                           plan.microbatches);
+      }
+    }
+  } else if (root->get("recompute")) {
+    return reader.fail("recompute", "must be an array of strings");
+  }
   plan.stageAttention.assign(stages->size(), false);
   if (const json::Array *attention = root->getArray("attention")) {
     if (attention->size() != stages->size())

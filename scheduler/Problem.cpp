@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace stagecraft::pipe::sched;
 
@@ -20,6 +21,10 @@ bool Problem::isPinned() const {
     if (!stage.rank)
       return false;
   return true;
+}
+
+double Problem::capacityOf(int) const {
+  return capacity ? *capacity : std::numeric_limits<double>::infinity();
 }
 
 double stagecraft::pipe::sched::overlappedCost(const Stage &f, const Stage &b) {
@@ -43,6 +48,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
   if (!isNonNegativeFinite(problem.latency))
     return fail(fmt::format("latency must be finite and non-negative, got {}",
                             problem.latency));
+  if (problem.capacity &&
+      (!std::isfinite(*problem.capacity) || *problem.capacity <= 0.0))
+    return fail(fmt::format("capacity must be finite and positive, got {}",
+                            *problem.capacity));
   if (problem.stages.empty())
     return fail("pipeline has no stages");
   if (problem.numStages() < problem.ranks)
@@ -56,7 +65,22 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
         {"backward_input", stage.backwardInput},
         {"backward_weight", stage.backwardWeight},
         {"activation", stage.activation},
-        {"weight_grad", stage.weightGrad}};
+        {"weight_grad", stage.weightGrad},
+        {"params", stage.params}};
+    if (stage.selective.has_value() != stage.selectiveCost.has_value())
+      return fail(fmt::format(
+          "stage @{}: selective recomputation needs both memory(selective = "
+          "S) and cost(selective = C); only the {} is given",
+          stage.name, stage.selective ? "memory" : "cost"));
+    if (stage.selective &&
+        (!isNonNegativeFinite(*stage.selective) ||
+         !isNonNegativeFinite(*stage.selectiveCost) ||
+         *stage.selective > stage.activation))
+      return fail(fmt::format("stage @{}: selective memory ({}) and cost ({}) "
+                              "must be finite and non-negative, the memory at "
+                              "most activation ({})",
+                              stage.name, *stage.selective,
+                              *stage.selectiveCost, stage.activation));
     if (stage.attention) {
       const Stage::Attention &a = *stage.attention;
       for (auto [key, value] : {std::pair<const char *, double>{"forward", a.forward},
@@ -121,6 +145,8 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
     total += 2 * stage.forward + stage.backwardInput + stage.backwardWeight +
              attention + 2 * problem.latency;
     memory += stage.activation;
+    if (stage.selectiveCost)
+      total += *stage.selectiveCost;
   }
   total *= problem.microbatches;
   memory *= problem.microbatches;

@@ -30,9 +30,18 @@ struct Stage {
   /// The part of `activation` still needed by the weight gradient after the
   /// input gradient has run.
   double weightGrad = 1.0;
-  /// What a forward keeps when the schedule recomputes it in the backward
-  /// (its inputs); unset: the whole activation.
+  /// What a forward keeps when the schedule recomputes it in full before
+  /// the backward (typically its input); unset: the whole activation, so
+  /// full recomputation saves nothing.
   std::optional<double> recomputed;
+  /// Selective recomputation (Megatron's: the attention core), offered only
+  /// where both are given: what a forward keeps, and the cost the backward
+  /// first spends to re-derive the rest.
+  std::optional<double> selective;
+  std::optional<double> selectiveCost;
+  /// Static memory resident on the rank hosting the stage (weights,
+  /// gradients, optimizer state), in the unit of `activation`.
+  double params = 0.0;
   /// Cost of this stage's forward overlapped with a full backward of a stage
   /// like it (DualPipe's F&B); unset means no overlap gain (F + B).
   std::optional<double> forwardBackward;
@@ -66,7 +75,13 @@ struct Problem {
   int microbatches = 1;
   /// Latency of a transfer between two different ranks.
   double latency = 0.0;
+  /// Memory capacity of every rank (unset: unbounded): its stages' `params`
+  /// plus its live activations must stay within it.
+  std::optional<double> capacity;
   std::vector<Stage> stages;
+
+  /// The capacity of rank \p r; infinity when unbounded.
+  double capacityOf(int r) const;
 
   int numStages() const { return static_cast<int>(stages.size()); }
   /// True when every stage carries a user placement.
@@ -75,7 +90,8 @@ struct Problem {
 
 /// Checks the preconditions of all algorithms: at least one rank, microbatch
 /// and stage; finite non-negative costs, memory and latency; weight_grad not
-/// above activation; pins either on every stage or on none, each in range,
+/// above activation; `recomputed` and `selective` at most activation,
+/// `selective` and its cost given together; capacity positive; pins either on every stage or on none, each in range,
 /// leaving no rank empty. Fails with a message naming the offending value.
 llvm::Error validateProblem(const Problem &problem);
 

@@ -79,7 +79,7 @@ struct Program {
   std::vector<int> placement;
   std::vector<std::vector<Instruction>> ranks;
   /// As Schedule::recompute.
-  bool recompute = false;
+  RecomputeTable recompute;
 
   int numRanks() const { return static_cast<int>(ranks.size()); }
   /// The compute actions alone, as a schedule.

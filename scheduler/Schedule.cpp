@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 using namespace stagecraft::pipe::sched;
 
 char stagecraft::pipe::sched::actionLetter(ActionKind kind) {
@@ -103,4 +105,70 @@ std::vector<int> Schedule::stagesOf(int rank) const {
     if (placement[s] == rank)
       result.push_back(s);
   return result;
+}
+
+llvm::StringRef stagecraft::pipe::sched::recomputeName(Recompute mode) {
+  switch (mode) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Full:
+    return "full";
+  case Recompute::Selective:
+    return "selective";
+  }
+  llvm_unreachable("unknown recompute mode");
+}
+
+std::optional<Recompute>
+stagecraft::pipe::sched::parseRecompute(llvm::StringRef name) {
+  if (name == "none")
+    return Recompute::None;
+  if (name == "full")
+    return Recompute::Full;
+  if (name == "selective")
+    return Recompute::Selective;
+  return std::nullopt;
+}
+
+void RecomputeTable::set(int stage, int microbatch, Recompute mode,
+                         int numStages, int numMicrobatches) {
+  if (table.empty()) {
+    if (mode == Recompute::None)
+      return;
+    assignAll(numStages, numMicrobatches, Recompute::None);
+  }
+  table[stage][microbatch] = mode;
+}
+
+void RecomputeTable::assignAll(int numStages, int numMicrobatches,
+                               Recompute mode) {
+  table.assign(numStages, std::vector<Recompute>(numMicrobatches, mode));
+}
+
+bool RecomputeTable::any() const {
+  for (const std::vector<Recompute> &row : table)
+    for (Recompute r : row)
+      if (r != Recompute::None)
+        return true;
+  return false;
+}
+
+int RecomputeTable::count(Recompute mode) const {
+  int n = 0;
+  for (const std::vector<Recompute> &row : table)
+    for (Recompute r : row)
+      n += r == mode;
+  return n;
+}
+
+bool RecomputeTable::operator==(const RecomputeTable &other) const {
+  size_t rows = std::max(table.size(), other.table.size());
+  for (size_t s = 0; s < rows; ++s) {
+    size_t cols = std::max(s < table.size() ? table[s].size() : 0,
+                           s < other.table.size() ? other.table[s].size() : 0);
+    for (size_t m = 0; m < cols; ++m)
+      if (at(s, m) != other.at(s, m))
+        return false;
+  }
+  return true;
 }

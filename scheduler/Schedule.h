@@ -75,11 +75,46 @@ std::string shortName(const Action &action);
 /// for an overlapped action.
 std::string torchName(const Action &action);
 
+/// What the forward of one (stage, microbatch) keeps for its backward.
+/// None: its whole activation. Full: only the stage's `recomputed` memory;
+/// the backward first re-runs the forward (cost F). Selective: the stage's
+/// `selective` memory; the backward first re-runs its selective cost. The
+/// re-run re-materializes the whole activation, live until I (or B) and W
+/// free it as usual.
+enum class Recompute : uint8_t { None, Full, Selective };
+
+/// "none", "full", "selective".
+llvm::StringRef recomputeName(Recompute mode);
+std::optional<Recompute> parseRecompute(llvm::StringRef name);
+
+/// Per (stage, microbatch) recomputation: table[s][m]. Missing entries (an
+/// empty table) are None.
+struct RecomputeTable {
+  std::vector<std::vector<Recompute>> table;
+
+  Recompute at(int stage, int microbatch) const {
+    if (stage < 0 || stage >= static_cast<int>(table.size()))
+      return Recompute::None;
+    const std::vector<Recompute> &row = table[stage];
+    return microbatch >= 0 && microbatch < static_cast<int>(row.size())
+               ? row[microbatch]
+               : Recompute::None;
+  }
+  void set(int stage, int microbatch, Recompute mode, int numStages,
+           int numMicrobatches);
+  /// Every (stage, microbatch) of \p numStages x \p numMicrobatches.
+  void assignAll(int numStages, int numMicrobatches, Recompute mode);
+  bool any() const;
+  /// How many entries are \p mode.
+  int count(Recompute mode) const;
+  bool operator==(const RecomputeTable &other) const;
+};
+
 struct Schedule {
   /// placement[stage] is the rank hosting that stage.
   std::vector<int> placement;
-  /// Backwards recompute their stage's forward first (costed, not kept).
-  bool recompute = false;
+  /// Which forwards recompute (and how) in their backward.
+  RecomputeTable recompute;
   /// ranks[r] is the compute order of rank r.
   std::vector<std::vector<Action>> ranks;
 

@@ -30,6 +30,8 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
   Timeline timeline;
   timeline.busy.assign(numRanks, 0.0);
   timeline.peakMemory.assign(numRanks, 0.0);
+  timeline.staticMemory = graph.staticMemory;
+  timeline.staticMemory.resize(numRanks, 0.0);
   timeline.ranks.resize(numRanks);
   std::vector<double> live(numRanks, 0.0);
 

@@ -27,8 +27,10 @@ struct Timeline {
   double bubbleRatio = 0.0;
   /// Per rank: total compute time.
   std::vector<double> busy;
-  /// Per rank: the maximum live memory over time.
+  /// Per rank: the maximum live activation memory over time.
   std::vector<double> peakMemory;
+  /// Per rank: memory live for the whole step (the `params` of its stages).
+  std::vector<double> staticMemory;
   /// Per rank: the actions in run order with their times.
   std::vector<std::vector<TimedAction>> ranks;
   /// Per rank: from the start of its first action to the end of its last
@@ -38,6 +40,11 @@ struct Timeline {
 
   /// The largest per-rank span.
   double maxSpan() const;
+  /// Rank \p r's peak: its static memory plus its activation peak, the
+  /// figure a capacity bounds.
+  double peak(int r) const {
+    return peakMemory[r] + (staticMemory.empty() ? 0.0 : staticMemory[r]);
+  }
 };
 
 /// Simulates \p graph. Fails with a ScheduleError naming every stuck rank

@@ -57,6 +57,96 @@ private:
 };
 } // namespace
 
+double stagecraft::pipe::sched::keptActivation(const Stage &stage,
+                                               Recompute mode) {
+  switch (mode) {
+  case Recompute::None:
+    return stage.activation;
+  case Recompute::Full:
+    return stage.recomputed.value_or(stage.activation);
+  case Recompute::Selective:
+    return stage.selective.value_or(stage.activation);
+  }
+  llvm_unreachable("unknown recompute mode");
+}
+
+double stagecraft::pipe::sched::recomputeCost(const Stage &stage,
+                                              Recompute mode) {
+  switch (mode) {
+  case Recompute::None:
+    return 0.0;
+  case Recompute::Full:
+    return stage.forward;
+  case Recompute::Selective:
+    return stage.selectiveCost.value_or(0.0);
+  }
+  llvm_unreachable("unknown recompute mode");
+}
+
+ActionEffect stagecraft::pipe::sched::actionEffect(
+    const Problem &problem, const RecomputeTable &recompute,
+    const Action &a) {
+  const Stage &stage = problem.stages[a.stage];
+  ActionEffect e;
+  // The start of a backward of (s, m): re-run and re-materialize.
+  auto rematerialize = [&](int s, int m) {
+    const Stage &st = problem.stages[s];
+    Recompute mode = recompute.at(s, m);
+    e.cost += recomputeCost(st, mode);
+    e.allocAtStart += st.activation - keptActivation(st, mode);
+  };
+  switch (a.kind) {
+  case ActionKind::Forward:
+    e.cost = stage.forward;
+    e.allocAtStart = keptActivation(stage, recompute.at(a.stage, a.microbatch));
+    break;
+  case ActionKind::BackwardInput:
+    e.cost = stage.backwardInput;
+    rematerialize(a.stage, a.microbatch);
+    e.freeAtEnd = stage.activation - stage.weightGrad;
+    break;
+  case ActionKind::BackwardWeight:
+    e.cost = stage.backwardWeight;
+    e.freeAtEnd = stage.weightGrad;
+    break;
+  case ActionKind::Backward:
+    e.cost = stage.backward();
+    rematerialize(a.stage, a.microbatch);
+    e.freeAtEnd = stage.activation;
+    break;
+  case ActionKind::ForwardBackward: {
+    const Stage &back = problem.stages[a.backwardStage];
+    e.cost = overlappedCost(stage, back);
+    e.allocAtStart =
+        keptActivation(stage, recompute.at(a.stage, a.microbatch));
+    rematerialize(a.backwardStage, a.backwardMicrobatch);
+    e.freeAtEnd = back.activation;
+    break;
+  }
+  case ActionKind::AttentionForward:
+    e.cost = stage.attention->forward;
+    e.allocAtStart = stage.attention->memory;
+    break;
+  case ActionKind::AttentionBackward:
+    e.cost = stage.attention->backward;
+    e.freeAtEnd = stage.attention->memory;
+    break;
+  }
+  return e;
+}
+
+std::vector<double>
+stagecraft::pipe::sched::staticMemory(const Problem &problem,
+                                      llvm::ArrayRef<int> placement,
+                                      int numRanks) {
+  std::vector<double> memory(numRanks, 0.0);
+  for (int s = 0, e = std::min<int>(placement.size(), problem.numStages());
+       s < e; ++s)
+    if (placement[s] >= 0 && placement[s] < numRanks)
+      memory[placement[s]] += problem.stages[s].params;
+  return memory;
+}
+
 llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
                                                       const Schedule &schedule) {
   const int numStages = problem.numStages();
@@ -79,7 +169,20 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
                                        problem.ranks));
   }
 
+  const RecomputeTable &recompute = schedule.recompute;
+  if (recompute.table.size() > static_cast<size_t>(numStages))
+    return scheduleError(fmt::format("recomputation is given for {} stages, "
+                                     "pipeline @{} has {}",
+                                     recompute.table.size(), problem.name,
+                                     numStages));
+  for (const std::vector<Recompute> &row : recompute.table)
+    if (row.size() > static_cast<size_t>(numMbs))
+      return scheduleError(fmt::format("recomputation is given for {} "
+                                       "microbatches, pipeline @{} has {}",
+                                       row.size(), problem.name, numMbs));
+
   TaskGraph graph(problem.ranks);
+  graph.staticMemory = staticMemory(problem, schedule.placement, problem.ranks);
   TaskIndex index(numStages, numMbs);
   for (int r = 0; r < problem.ranks; ++r) {
     const std::vector<Action> &actions = schedule.ranks[r];
@@ -125,6 +228,16 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
                                            describeAction(problem, a), r,
                                            problem.stages[h.stage].name, host),
                                site);
+        if (h.kind == ActionKind::Forward &&
+            recompute.at(h.stage, h.mb) == Recompute::Selective &&
+            !problem.stages[h.stage].selective)
+          return scheduleError(
+              fmt::format("{} recomputes selectively, but @{} declares no "
+                          "selective recomputation (memory(selective = S) "
+                          "and cost(selective = C))",
+                          describeAction(problem, {h.kind, h.stage, h.mb}),
+                          problem.stages[h.stage].name),
+              site);
         TaskId slot = index(h.stage, h.mb, h.kind);
         if (slot >= 0) {
           const Task &first = graph.task(slot);
@@ -135,52 +248,12 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
               {{{first.rank, graph.positionOf(slot)}, "first occurrence here"}});
         }
       }
-      const Stage &stage = problem.stages[a.stage];
-      Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0};
-      // A recomputed forward keeps only `recomputed` until its backward.
-      double kept = schedule.recompute
-                        ? stage.recomputed.value_or(stage.activation)
-                        : stage.activation;
-      double keptForW = std::min(stage.weightGrad, kept);
-      switch (a.kind) {
-      case ActionKind::Forward:
-        task.cost = stage.forward;
-        task.allocAtStart = kept;
-        break;
-      case ActionKind::BackwardInput:
-        task.cost = stage.backwardInput;
-        task.freeAtEnd = kept - keptForW;
-        break;
-      case ActionKind::BackwardWeight:
-        task.cost = stage.backwardWeight;
-        task.freeAtEnd = keptForW;
-        break;
-      case ActionKind::Backward:
-        task.cost = stage.backward();
-        task.freeAtEnd = kept;
-        break;
-      case ActionKind::ForwardBackward: {
-        const Stage &back = problem.stages[a.backwardStage];
-        task.cost = overlappedCost(stage, back);
-        task.allocAtStart = stage.activation;
-        task.freeAtEnd = back.activation;
-        task.backwardStage = a.backwardStage;
-        task.backwardMicrobatch = a.backwardMicrobatch;
-        break;
-      }
-      case ActionKind::AttentionForward:
-        task.cost = stage.attention->forward;
-        task.allocAtStart = stage.attention->memory;
-        break;
-      case ActionKind::AttentionBackward:
-        task.cost = stage.attention->backward;
-        task.freeAtEnd = stage.attention->memory;
-        break;
-      }
-      // A recomputing backward runs the stage's forward again first.
-      if (schedule.recompute && (a.kind == ActionKind::BackwardInput ||
-                                 a.kind == ActionKind::Backward))
-        task.cost += stage.forward;
+      Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0,
+                a.backwardStage, a.backwardMicrobatch};
+      ActionEffect effect = actionEffect(problem, schedule.recompute, a);
+      task.cost = effect.cost;
+      task.allocAtStart = effect.allocAtStart;
+      task.freeAtEnd = effect.freeAtEnd;
       TaskId id = graph.addTask(task);
       for (const Half &h : halves)
         index(h.stage, h.mb, h.kind) = id;

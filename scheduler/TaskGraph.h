@@ -69,6 +69,10 @@ public:
   /// Position of \p id in its rank's order.
   int positionOf(TaskId id) const { return position[id]; }
 
+  /// Memory live on each rank for the whole step (its stages' `params`);
+  /// empty: none.
+  std::vector<double> staticMemory;
+
 private:
   std::vector<Task> tasks;
   std::vector<int> position;
@@ -76,6 +80,35 @@ private:
   std::vector<uint32_t> depOffsets = {0};
   std::vector<Dependency> depList;
 };
+
+/// What an action costs and does to its rank's memory.
+struct ActionEffect {
+  double cost = 0.0;
+  /// Live from the action's start (a forward's kept activation, or what a
+  /// recomputing backward re-materializes).
+  double allocAtStart = 0.0;
+  /// Released at its end.
+  double freeAtEnd = 0.0;
+};
+
+/// What the forward of \p stage keeps under \p mode.
+double keptActivation(const Stage &stage, Recompute mode);
+/// What a backward of \p stage spends first to re-derive what its forward
+/// did not keep under \p mode.
+double recomputeCost(const Stage &stage, Recompute mode);
+
+/// The effect of \p action under DESIGN.md's accounting with the
+/// recomputation of \p recompute: F allocates what it keeps; I (or B)
+/// re-runs what was not kept and re-materializes the activation, then frees
+/// all but weight_grad (B: all); W frees weight_grad. Assumes the action's
+/// stages and microbatches are in range.
+ActionEffect actionEffect(const Problem &problem,
+                          const RecomputeTable &recompute,
+                          const Action &action);
+
+/// Per rank: the `params` of the stages \p placement puts there.
+std::vector<double> staticMemory(const Problem &problem,
+                                 llvm::ArrayRef<int> placement, int numRanks);
 
 /// Builds the F/I/W/B task graph of \p schedule: one task per action, with the
 /// dependencies and memory effects of DESIGN.md. It checks that the schedule

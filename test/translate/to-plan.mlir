@@ -5,5 +5,5 @@
 // Tests the versioned plan: 4 ranks of 16 computes each, the simulated
 // makespan carried along, slots per rank; the same with communication
 // already in the IR.
-// CHECK: stagecraft-plan 1 4 33 [16, 16, 16, 16] 10
+// CHECK: stagecraft-plan 2 4 33 [16, 16, 16, 16] 10
 // COMM: demo_1f1b

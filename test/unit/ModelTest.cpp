@@ -171,7 +171,7 @@ TEST(HelixModel, CutAtAttentionComputesTheSameModel) {
 
   std::vector<HelixBlock> blocks;
   for (int j = 0; j <= L; ++j)
-    blocks.emplace_back(c, j, L, recompute);
+    blocks.emplace_back(c, j, L, [recompute](int) { return recompute; });
   std::vector<HelixAttention> attention(L, HelixAttention(c));
   const size_t n = static_cast<size_t>(c.tokens()) * c.hidden;
   double loss = 0;

@@ -214,9 +214,9 @@ TEST(PlanFile, RejectsBadVersionsTruncationAndBadIndices) {
     return errorMessage(readPlan(t).takeError());
   };
   std::string bumped = text;
-  bumped.replace(bumped.find("\"version\":1"), 11, "\"version\":7");
+  bumped.replace(bumped.find("\"version\":2"), 11, "\"version\":7");
   EXPECT_EQ(message(bumped), "invalid plan: top level: unsupported version 7; "
-                             "this runtime reads version 1");
+                             "this runtime reads version 2");
   EXPECT_NE(message(text.substr(0, text.size() / 2))
                 .find("invalid plan: not JSON (truncated?)"),
             std::string::npos);
