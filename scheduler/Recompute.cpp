@@ -231,6 +231,16 @@ int fitEachRank(const Problem &problem, Schedule &schedule,
   return -1;
 }
 
+/// Per rank: the peak with every forward at its leanest level (sets
+/// \p schedule's table so).
+std::vector<double> leanestPeaks(const Problem &problem, Schedule &schedule) {
+  const int nS = problem.numStages(), nM = problem.microbatches;
+  for (int s = 0; s < nS; ++s)
+    for (int m = 0; m < nM; ++m)
+      schedule.recompute.set(s, m, leanestLevel(problem.stages[s]), nS, nM);
+  return peakMemoryByOrder(problem, schedule);
+}
+
 /// Sets \p table for a uniform policy.
 void assignUniform(const Problem &problem, RecomputeTable &table,
                    RecomputePolicy policy) {
@@ -276,7 +286,6 @@ llvm::Expected<RecomputeOutcome>
 stagecraft::pipe::sched::planRecomputation(const Problem &problem,
                                            Schedule &schedule,
                                            RecomputePolicy policy) {
-  const int nS = problem.numStages(), nM = problem.microbatches;
   std::vector<double> base =
       staticMemory(problem, schedule.placement, problem.ranks);
   RecomputeOutcome outcome;
@@ -304,9 +313,17 @@ stagecraft::pipe::sched::planRecomputation(const Problem &problem,
     if (automatic) {
       message += fmt::format("; recompute=auto fits ({})",
                              countText(problem, trial.recompute));
-    } else {
-      message += "; " + llvm::toString(automatic.takeError());
+      return fail(message);
     }
+    llvm::consumeError(automatic.takeError());
+    std::vector<double> leanest = leanestPeaks(problem, trial);
+    int worst = firstOver(problem, leanest);
+    if (worst < 0)
+      worst = r;
+    message += fmt::format(
+        "; no recomputation fits: recomputing every forward, rank {} still "
+        "needs {:.6g}, {:.6g} more than its capacity",
+        worst, leanest[worst], leanest[worst] - problem.capacityOf(worst));
     return fail(message);
   }
 
@@ -323,10 +340,7 @@ stagecraft::pipe::sched::planRecomputation(const Problem &problem,
   int stuck = fitEachRank(problem, schedule, *plain);
   if (stuck >= 0) {
     // Even the leanest level for every forward does not fit.
-    for (int s = 0; s < nS; ++s)
-      for (int m = 0; m < nM; ++m)
-        schedule.recompute.set(s, m, leanestLevel(problem.stages[s]), nS, nM);
-    std::vector<double> peaks = peakMemoryByOrder(problem, schedule);
+    std::vector<double> peaks = leanestPeaks(problem, schedule);
     int r = firstOver(problem, peaks);
     if (r < 0)
       r = stuck;

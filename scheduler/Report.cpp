@@ -154,15 +154,55 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
   out += fmt::format("span {:.6g} (largest per-rank span, first start to "
                      "last end on one rank: the zero-bubble papers' figure)\n",
                      timeline.maxSpan());
-  out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {}\n", "rank", "busy",
-                     "span", "peak memory", "stages");
+  // Capacity, params and recomputation get their columns where they exist.
+  bool memoryColumns = problem.capacity || schedule.recompute.any();
+  for (const Stage &st : problem.stages)
+    memoryColumns |= st.params > 0.0;
+  if (memoryColumns) {
+    out += "peak memory = params + live activations (within capacity where "
+           "one is given); recomputed F = forwards that recompute in their "
+           "backward, of those the rank runs\n";
+    out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}  {:>16}  "
+                       "{}\n",
+                       "rank", "busy", "span", "peak memory", "params",
+                       "capacity", "recomputed F", "stages");
+  } else {
+    out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {}\n", "rank", "busy",
+                       "span", "peak memory", "stages");
+  }
   for (int r = 0; r < schedule.numRanks(); ++r) {
     std::string stages;
     for (int s : schedule.stagesOf(r))
       stages += (stages.empty() ? "@" : " @") + problem.stages[s].name;
-    out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {}\n", r,
-                       timeline.busy[r], timeline.span[r],
-                       timeline.peakMemory[r], stages);
+    if (!memoryColumns) {
+      out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {}\n", r,
+                         timeline.busy[r], timeline.span[r],
+                         timeline.peakMemory[r], stages);
+      continue;
+    }
+    int full = 0, selective = 0, forwards = 0;
+    for (int s : schedule.stagesOf(r))
+      for (int m = 0; m < problem.microbatches; ++m) {
+        ++forwards;
+        full += schedule.recompute.at(s, m) == Recompute::Full;
+        selective += schedule.recompute.at(s, m) == Recompute::Selective;
+      }
+    std::string recomputed = fmt::format("{}/{}", full + selective, forwards);
+    if (full && selective)
+      recomputed += fmt::format(" ({}f {}s)", full, selective);
+    else if (selective)
+      recomputed += " sel";
+    else if (full)
+      recomputed += " full";
+    std::string capacity =
+        problem.capacity ? fmt::format("{:.6g}", problem.capacityOf(r)) : "-";
+    out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {:>10.6g}  "
+                       "{:>10}  {:>16}  {}\n",
+                       r, timeline.busy[r], timeline.span[r], timeline.peak(r),
+                       timeline.staticMemory.empty()
+                           ? 0.0
+                           : timeline.staticMemory[r],
+                       capacity, recomputed, stages);
   }
   out += renderAsciiTimeline(schedule, timeline, width);
   return out;

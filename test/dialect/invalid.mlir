@@ -519,3 +519,52 @@ pipe.pipeline @p ranks(2) microbatches(3000000000) {
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
   pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
 }
+
+// -----
+
+// Tests that capacity must be positive.
+// expected-error @below {{'pipe.pipeline' op capacity must be finite and positive, got 0.0}}
+pipe.pipeline @p ranks(1) microbatches(1) capacity(0.0) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that capacity is given once.
+pipe.pipeline @p ranks(1) microbatches(1) capacity(2.0)
+// expected-error @below {{capacity(...) appears twice}}
+    capacity(3.0) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that params are non-negative.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op params must be finite and non-negative, got -1.0}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) params(-1.0)
+}
+
+// -----
+
+// Tests that selective recomputation needs its cost too.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op selective recomputation needs both memory(selective = S) and cost(selective = C); only the memory is given}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) memory(activation = 2.0, selective = 1.0)
+}
+
+// -----
+
+// Tests that a forward cannot keep more than it makes.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op memory 'selective' (3.0) exceeds 'activation' (2.0): a forward cannot keep more than it makes}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0, selective = 0.5) memory(activation = 2.0, selective = 3.0)
+}
+
+// -----
+
+// Tests that params(...) is given once.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{params(...) appears twice}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) params(1.0) params(2.0)
+}
