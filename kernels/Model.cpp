@@ -98,8 +98,57 @@ struct MicrobatchStash {
   std::vector<BlockStash> blocks;
   parts::EmbedStash embed; // first stage
   parts::HeadStash head;   // last stage
+  /// Full recomputation: the stage's input (not on the first stage).
+  Vec input;
 };
+
+/// Activation bytes \p st holds: the tensors forwards made and keep, not the
+/// output gradients I keeps for W.
+int64_t heldBytes(const MicrobatchStash &st) {
+  size_t floats = st.input.size() + st.embed.tokens.size() +
+                  st.head.xhatf.size() + st.head.invf.size() +
+                  st.head.hf.size() + st.head.dlogits.size();
+  for (const BlockStash &b : st.blocks)
+    floats += b.pre.x.size() + b.pre.xhat1.size() + b.pre.inv1.size() +
+              b.pre.h1.size() + b.qkv.size() + b.probs.size() + b.attn.size() +
+              b.post.x1.size() + b.post.xhat2.size() + b.post.inv2.size() +
+              b.post.h2.size() + b.post.u.size() + b.post.act.size();
+  return static_cast<int64_t>(floats) * 4;
+}
 } // namespace
+
+ActivationBytes stagecraft::kernels::activationBytes(const ModelConfig &c,
+                                                     int index, int numStages,
+                                                     int layers) {
+  const double T = c.tokens(), H = c.hidden, V = c.vocab;
+  const double probs = double(c.batch) * c.heads * c.sequence * c.sequence;
+  // Per layer after F: pre (x, xhat1, h1, inv1), Q K V, probabilities, the
+  // attention output, post (x1, xhat2, h2, inv2, u and its GELU at 4H).
+  const double layerF = 18 * T * H + 2 * T + probs;
+  // I drops the probabilities, u, the pre-norm input and x1.
+  const double layerW = layerF - probs - 4 * T * H - T * H - T * H;
+  double edges = 0;
+  if (index == 0)
+    edges += T; // tokens
+  if (index == numStages - 1)
+    edges += 2 * T * H + T + T * V; // final norm, and the logit gradient
+  ActivationBytes b;
+  b.activation = 4 * (layers * layerF + edges);
+  b.weightGrad = 4 * (layers * layerW + edges);
+  b.recomputed = index == 0 ? 0.0 : 4 * T * H;
+  b.selective = b.activation - 4 * layers * probs;
+  return b;
+}
+
+llvm::Error LayerStage::setRecompute(std::vector<Recompute> perMicrobatch) {
+  for (Recompute r : perMicrobatch)
+    if (r != Recompute::None)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "recomputation runs on the host stages (backends local and mpi); "
+          "this stage cannot recompute");
+  return llvm::Error::success();
+}
 
 struct Stage::Impl {
   ModelConfig c;
@@ -112,6 +161,32 @@ struct Stage::Impl {
             *head = nullptr;
   std::map<int, MicrobatchStash> stash;
   std::map<int, double> losses;
+  std::vector<Recompute> recompute;
+  ActivationMeter *meter = nullptr;
+  /// Bytes last reported to the meter per microbatch.
+  std::map<int, int64_t> reported;
+
+  Recompute modeOf(int mb) const {
+    return mb >= 0 && mb < static_cast<int>(recompute.size())
+               ? recompute[mb]
+               : Recompute::None;
+  }
+  /// Reports the change in what microbatch \p mb holds.
+  void account(int mb) {
+    if (!meter)
+      return;
+    auto it = stash.find(mb);
+    int64_t now = it == stash.end() ? 0 : heldBytes(it->second);
+    int64_t &before = reported[mb];
+    meter->change(now - before);
+    before = now;
+    if (now == 0)
+      reported.erase(mb);
+  }
+  /// The forward of \p mb from \p input into \p st, keeping what \p mode
+  /// keeps (full: one layer's intermediates at a time, dropped).
+  void runForward(int mb, const float *input, float *output,
+                  MicrobatchStash &st, Recompute mode);
 
   void add(const std::string &name) {
     params.push_back(initialParameter(c, name));
@@ -305,35 +380,75 @@ void Stage::Impl::blockBackwardWeight(const BlockParams &w, BlockStash &s) {
   parts::preBackwardWeight(c, w, s.pre);
 }
 
+void Stage::Impl::runForward(int mb, const float *input, float *output,
+                             MicrobatchStash &st, Recompute mode) {
+  const int T = c.tokens(), H = c.hidden;
+  const bool full = mode == Recompute::Full;
+  // Full recomputation keeps none of this; one layer's worth at a time.
+  BlockStash scratch;
+  parts::EmbedStash scratchEmbed;
+  parts::HeadStash scratchHead;
+  st.blocks.assign(full ? 0 : blocks.size(), BlockStash{});
+  Vec x(static_cast<size_t>(T) * H);
+  if (first)
+    parts::embedForward(c, step, mb, *embedding, *position,
+                        full ? scratchEmbed : st.embed, x.data());
+  else
+    std::copy(input, input + x.size(), x.begin());
+  Vec y(x.size());
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    BlockStash &b = full ? scratch : st.blocks[l];
+    blockForward(blocks[l], b, x.data(), y.data());
+    if (mode == Recompute::Selective)
+      Vec().swap(b.probs);
+    std::swap(x, y);
+  }
+  if (!last) {
+    std::copy(x.begin(), x.end(), output);
+    return;
+  }
+  losses[mb] = parts::headForward(c, step, mb, *gf, *head, x.data(),
+                                  full ? scratchHead : st.head);
+}
+
 void Stage::forward(int mb, const float *input, float *output) {
   Impl &m = *impl;
   const int T = m.c.tokens(), H = m.c.hidden;
   MicrobatchStash &st = m.stash[mb];
-  st.blocks.assign(m.blocks.size(), BlockStash{});
-  Vec x(static_cast<size_t>(T) * H);
-  if (m.first) {
-    parts::embedForward(m.c, m.step, mb, *m.embedding, *m.position, st.embed,
-                       x.data());
-  } else {
-    std::copy(input, input + x.size(), x.begin());
-  }
-  Vec y(x.size());
-  for (size_t l = 0; l < m.blocks.size(); ++l) {
-    m.blockForward(m.blocks[l], st.blocks[l], x.data(), y.data());
-    std::swap(x, y);
-  }
-  if (!m.last) {
-    std::copy(x.begin(), x.end(), output);
-    return;
-  }
-  m.losses[mb] = parts::headForward(m.c, m.step, mb, *m.gf, *m.head,
-                                   x.data(), st.head);
+  st = MicrobatchStash{};
+  Recompute mode = m.modeOf(mb);
+  if (mode == Recompute::Full && !m.first)
+    st.input.assign(input, input + static_cast<size_t>(T) * H);
+  m.runForward(mb, input, output, st, mode);
+  m.account(mb);
 }
 
 void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   Impl &m = *impl;
   const int T = m.c.tokens(), H = m.c.hidden;
   MicrobatchStash &st = m.stash.at(mb);
+  // Re-materialize what the forward did not keep: the same code on the same
+  // inputs, so the stash is bitwise the one a plain forward keeps.
+  switch (m.modeOf(mb)) {
+  case Recompute::None:
+    break;
+  case Recompute::Full: {
+    Vec input = std::move(st.input);
+    Vec out(m.last ? 0 : static_cast<size_t>(T) * H);
+    m.runForward(mb, m.first ? nullptr : input.data(),
+                 m.last ? nullptr : out.data(), st, Recompute::None);
+    m.account(mb);
+    break;
+  }
+  case Recompute::Selective: {
+    Vec out(static_cast<size_t>(T) * H);
+    for (BlockStash &b : st.blocks)
+      attentionForward(m.c.batch, m.c.sequence, H, m.c.heads, b.qkv.data(),
+                       out.data(), b.probs);
+    m.account(mb);
+    break;
+  }
+  }
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
     parts::headBackwardInput(m.c, *m.gf, *m.head, st.head, dx.data());
@@ -349,6 +464,17 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
     st.embed.dEmbedded = dx;
   else
     std::copy(dx.begin(), dx.end(), inputGrad);
+  m.account(mb);
+}
+
+llvm::Error Stage::setRecompute(std::vector<Recompute> perMicrobatch) {
+  impl->recompute = std::move(perMicrobatch);
+  return llvm::Error::success();
+}
+
+bool Stage::setMeter(ActivationMeter *meter) {
+  impl->meter = meter;
+  return true;
 }
 
 void Stage::backwardWeight(int mb) {
@@ -363,6 +489,7 @@ void Stage::backwardWeight(int mb) {
   if (m.first)
     parts::embedBackwardWeight(m.c, st.embed, *m.embedding, *m.position);
   m.stash.erase(it);
+  m.account(mb);
 }
 
 double Stage::loss(int mb) const {

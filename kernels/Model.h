@@ -17,6 +17,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -93,10 +94,43 @@ private:
   int adamSteps = 0;
 };
 
+/// What the forward of a microbatch keeps for its backward (the schedule's
+/// choice, sched::Recompute): everything; only its input, re-running the
+/// forward before I (full); everything but the attention probabilities,
+/// re-derived from Q, K and V before I (selective, Megatron's).
+enum class Recompute : uint8_t { None, Full, Selective };
+
+/// Bytes of activation one microbatch of a stage holds: what its forward
+/// keeps without recomputation, what is left after I (what W needs), and
+/// what the forward keeps under full and under selective recomputation.
+/// Activations are the tensors a forward makes and keeps for the backward;
+/// the output gradients I keeps for W are not counted.
+struct ActivationBytes {
+  double activation = 0, weightGrad = 0, recomputed = 0, selective = 0;
+};
+ActivationBytes activationBytes(const ModelConfig &config, int index,
+                                int numStages, int layers);
+
+/// Activation bytes held on one rank, and the most held at once: the stages
+/// of a rank share one, so its peak is the rank's.
+struct ActivationMeter {
+  int64_t live = 0, peak = 0;
+  void change(int64_t delta) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+};
+
 /// A layer-wise stage: F, I and W on messages of tokens x hidden floats,
 /// in the memory the stage computes in (host, or the device's).
 class LayerStage : public StageModel {
 public:
+  /// Per microbatch, what its forward keeps (missing: None). Fails where
+  /// the stage cannot recompute.
+  virtual llvm::Error setRecompute(std::vector<Recompute> perMicrobatch);
+  /// Reports the activation bytes held to \p meter (null: none); stages
+  /// that cannot count them leave it untouched and return false.
+  virtual bool setMeter(ActivationMeter *meter) { return false; }
   /// F: \p input is the previous stage's output (tokens x hidden), null on
   /// the first stage; \p output is written unless this is the last stage.
   virtual void forward(int mb, const float *input, float *output) = 0;
@@ -127,6 +161,8 @@ public:
   void backwardWeight(int mb) override;
   /// Cross-entropy of microbatch \p mb (last stage, after its forward).
   double loss(int mb) const override;
+  llvm::Error setRecompute(std::vector<Recompute> perMicrobatch) override;
+  bool setMeter(ActivationMeter *meter) override;
 
   std::vector<Parameter> &parameters() override;
 

@@ -141,8 +141,14 @@ struct SchedulePass
       request.kind = kind;
       request.chunks = chunks;
       request.folds = folds;
-      if (!recompute.empty())
+      if (!recompute.empty()) {
         request.recompute = sched::parseRecomputePolicy(recompute);
+        if (!request.recompute) {
+          pipeline.emitError() << "recompute=" << recompute
+                               << " is not one of none, full, selective, auto";
+          return signalPassFailure();
+        }
+      }
       request.memoryLimit = memoryLimit;
       request.timeLimit = timeLimit;
       request.progress = [&](const sched::AutoProgress &p) {

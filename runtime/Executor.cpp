@@ -8,6 +8,7 @@
 #include "runtime/Executor.h"
 
 #include "kernels/device/HostDevice.h"
+#include "scheduler/Recompute.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -90,6 +91,7 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
     return models;
   }
   int first = 0;
+  models.metered = true;
   for (int s = 0; s < n; ++s) {
     int layers = s < static_cast<int>(plan.stageLayers.size())
                      ? plan.stageLayers[s]
@@ -105,6 +107,15 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
           where.make(train.model, s, n, first, layers);
       if (!stage)
         return stage.takeError();
+      std::vector<kernels::Recompute> recompute(plan.microbatches);
+      for (int m = 0; m < plan.microbatches; ++m)
+        recompute[m] = static_cast<kernels::Recompute>(plan.recompute.at(s, m));
+      if (llvm::Error err = (*stage)->setRecompute(std::move(recompute)))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("stage @{} on {}: {}", plan.stageNames[s], where.where,
+                        llvm::toString(std::move(err))));
+      models.metered &= (*stage)->setMeter(models.meter.get());
       models.stages[s] = stage->get();
       models.all.emplace_back(s, std::move(*stage));
     }
@@ -461,6 +472,8 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (llvm::Error err = trainSteps(
             plan, models, train, [&] { return runStream(); }, result.losses))
       return std::move(err);
+    if (models.metered)
+      result.activationPeak = models.meter->peak;
   }
   for (Outstanding &o : outstanding)
     if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))
@@ -602,4 +615,44 @@ llvm::Expected<RankResult> stagecraft::runtime::executeRank(
     ProgressMonitor &monitor, Clock::time_point start,
     const ExecOptions &options) {
   return RankRunner(plan, rank, comm, monitor, start, options).run();
+}
+
+std::vector<double>
+stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
+                                            const kernels::ModelConfig &model) {
+  const int n = static_cast<int>(plan.stageNames.size());
+  for (bool attention : plan.stageAttention)
+    if (attention)
+      return {};
+  sched::Problem problem;
+  problem.name = plan.pipeline;
+  problem.ranks = plan.numRanks();
+  problem.microbatches = plan.microbatches;
+  for (int s = 0; s < n; ++s) {
+    int layers = s < static_cast<int>(plan.stageLayers.size())
+                     ? plan.stageLayers[s]
+                     : 0;
+    if (layers < 1)
+      return {};
+    kernels::ActivationBytes bytes =
+        kernels::activationBytes(model, s, n, layers);
+    sched::Stage stage;
+    stage.name = plan.stageNames[s];
+    stage.activation = bytes.activation;
+    stage.weightGrad = bytes.weightGrad;
+    stage.recomputed = bytes.recomputed;
+    stage.selective = bytes.selective;
+    stage.selectiveCost = 0.0;
+    problem.stages.push_back(stage);
+  }
+  sched::Schedule schedule;
+  schedule.placement = plan.placement;
+  schedule.recompute = plan.recompute;
+  for (const sched::PlanRank &rank : plan.ranks) {
+    schedule.ranks.emplace_back();
+    for (const sched::PlanOp &op : rank.ops)
+      if (op.kind == sched::PlanOp::Kind::Compute)
+        schedule.ranks.back().push_back(op.action);
+  }
+  return sched::peakMemoryByOrder(problem, schedule);
 }

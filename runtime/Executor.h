@@ -71,7 +71,17 @@ struct RankResult {
   /// Training: per step, the mean loss over microbatches (0 on ranks that
   /// do not host the last stage).
   std::vector<double> losses;
+  /// Training with layer-wise host stages: the most activation bytes the
+  /// rank's stages held at once (kernels::ActivationBytes); -1 otherwise.
+  int64_t activationPeak = -1;
 };
+
+/// Training: per rank, the activation peak in bytes that \p plan's order
+/// and recomputation imply for the reference model \p model (the plan's
+/// accounting with kernels::activationBytes as each stage's memory); empty
+/// for helix plans or stages without layers.
+std::vector<double> plannedActivationPeaks(const sched::Plan &plan,
+                                           const kernels::ModelConfig &model);
 
 /// Bytes a message slot needs for the model: the largest message (Q, K and
 /// V: 3 x tokens x hidden floats) plus room for the tags around it.
@@ -83,6 +93,11 @@ struct RankModels {
   std::vector<std::pair<int, std::unique_ptr<kernels::StageModel>>> all;
   std::map<int, kernels::LayerStage *> stages;
   std::map<int, kernels::HelixBlock *> blocks;
+  /// What the rank's layer-wise stages hold; `metered` when every one of
+  /// them reports to it.
+  std::shared_ptr<kernels::ActivationMeter> meter =
+      std::make_shared<kernels::ActivationMeter>();
+  bool metered = false;
 };
 
 /// Builds the models of \p rank's stages (all stages when \p rank < 0),

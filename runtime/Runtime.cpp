@@ -174,12 +174,14 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   // Gather: fixed figures, then the measured actions.
-  double figures[5] = {mine.busy, mine.wall, mine.waiting,
-                       static_cast<double>(mine.instructions),
-                       mine.overhead};
-  std::vector<double> all(5 * size);
-  MPI_Gather(figures, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0,
-             MPI_COMM_WORLD);
+  constexpr int kFigures = 6;
+  double figures[kFigures] = {mine.busy, mine.wall, mine.waiting,
+                              static_cast<double>(mine.instructions),
+                              mine.overhead,
+                              static_cast<double>(mine.activationPeak)};
+  std::vector<double> all(kFigures * size);
+  MPI_Gather(figures, kFigures, MPI_DOUBLE, all.data(), kFigures, MPI_DOUBLE,
+             0, MPI_COMM_WORLD);
   std::vector<double> measured;
   for (const MeasuredAction &a : mine.actions) {
     measured.push_back(a.index);
@@ -209,11 +211,12 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   for (int r = 0; r < size; ++r) {
     RankResult rr;
     rr.rank = r;
-    rr.busy = all[5 * r];
-    rr.wall = all[5 * r + 1];
-    rr.waiting = all[5 * r + 2];
-    rr.instructions = static_cast<size_t>(all[5 * r + 3]);
-    rr.overhead = all[5 * r + 4];
+    rr.busy = all[kFigures * r];
+    rr.wall = all[kFigures * r + 1];
+    rr.waiting = all[kFigures * r + 2];
+    rr.instructions = static_cast<size_t>(all[kFigures * r + 3]);
+    rr.overhead = all[kFigures * r + 4];
+    rr.activationPeak = static_cast<int64_t>(all[kFigures * r + 5]);
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
       rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
                             actions[k + 2]});
@@ -287,6 +290,34 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
           r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
       instructions += r.instructions;
       overhead += r.overhead;
+    }
+  }
+  if (train && !sequential) {
+    // Activation memory: what the stages really held at once per rank,
+    // beside what the plan's order and recomputation imply for this model.
+    std::vector<double> planned =
+        plannedActivationPeaks(plan, options.exec.train->model);
+    bool measured = !report.ranks.empty();
+    for (const RankResult &r : report.ranks)
+      measured &= r.activationPeak >= 0;
+    if (measured && !planned.empty()) {
+      int recomputed = plan.recompute.count(sched::Recompute::Full) +
+                       plan.recompute.count(sched::Recompute::Selective);
+      out += fmt::format("activation memory per rank, bytes ({} of {} "
+                         "forwards recompute):\n",
+                         recomputed,
+                         plan.microbatches * plan.stageNames.size());
+      out += fmt::format("{:>5}  {:>14}  {:>14}\n", "rank", "measured peak",
+                         "planned peak");
+      for (const RankResult &r : report.ranks)
+        out += fmt::format("{:>5}  {:>14}  {:>14.0f}\n", r.rank,
+                           r.activationPeak,
+                           r.rank < static_cast<int>(planned.size())
+                               ? planned[r.rank]
+                               : 0.0);
+    } else {
+      out += "activation memory: not measured (helix blocks and device "
+             "stages do not count it)\n";
     }
   }
   if (train) {

@@ -50,6 +50,7 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
     pass.kind = options.kind;
     pass.chunks = options.chunks;
     pass.memoryLimit = options.memoryLimit;
+    pass.recompute = options.recompute;
     pass.timeLimit = options.timeLimit;
     pm.addPass(createPipeSchedulePass(pass));
     if (failed(pm.run(*module)))

@@ -22,6 +22,8 @@ struct CompileOptions {
   std::string kind;
   int chunks = 0;
   double memoryLimit = 0.0;
+  /// --pipe-schedule's recompute= (empty: its default).
+  std::string recompute;
   double timeLimit = 10.0;
   /// Which schedule, when the file holds several.
   std::string scheduleName;

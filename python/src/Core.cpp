@@ -167,8 +167,13 @@ NB_MODULE(_core, m) {
              double backwardWeight, double activation,
              std::optional<double> weightGrad, std::string name,
              std::optional<int> rank, std::optional<double> forwardBackward,
-             std::optional<double> recomputed, int layers) {
+             std::optional<double> recomputed, int layers, double params,
+             std::optional<double> selective,
+             std::optional<double> selectiveCost) {
             new (s) Stage();
+            s->params = params;
+            s->selective = selective;
+            s->selectiveCost = selectiveCost;
             s->forward = forward;
             s->backwardInput = backwardInput;
             s->backwardWeight = backwardWeight;
@@ -185,8 +190,13 @@ NB_MODULE(_core, m) {
           nb::arg("weight_grad") = nb::none(), nb::arg("name") = "",
           nb::arg("rank") = nb::none(), nb::arg("forward_backward") = nb::none(),
           nb::arg("recomputed") = nb::none(), nb::arg("layers") = 0,
+          nb::arg("params") = 0.0, nb::arg("selective") = nb::none(),
+          nb::arg("selective_cost") = nb::none(),
           "weight_grad defaults to the activation (as in the DSL); rank pins "
-          "the stage (pin all stages or none).")
+          "the stage (pin all stages or none); recomputed: what a forward "
+          "keeps under full recomputation; selective and selective_cost: "
+          "what it keeps and what the backward re-runs under selective "
+          "recomputation; params: static memory on the stage's rank.")
       .def_rw("name", &Stage::name)
       .def_rw("forward", &Stage::forward)
       .def_rw("backward_input", &Stage::backwardInput)
@@ -197,6 +207,9 @@ NB_MODULE(_core, m) {
       .def_rw("forward_backward", &Stage::forwardBackward)
       .def_rw("recomputed", &Stage::recomputed)
       .def_rw("layers", &Stage::layers)
+      .def_rw("params", &Stage::params)
+      .def_rw("selective", &Stage::selective)
+      .def_rw("selective_cost", &Stage::selectiveCost)
       .def("__repr__", [](const Stage &s) {
         return fmt::format("Stage(forward={}, backward_input={}, "
                            "backward_weight={}, activation={}, "
@@ -211,8 +224,10 @@ NB_MODULE(_core, m) {
       .def(
           "__init__",
           [](Problem *p, int ranks, int microbatches, std::vector<Stage> stages,
-             double latency, std::string name) {
+             double latency, std::string name,
+             std::optional<double> capacity) {
             new (p) Problem();
+            p->capacity = capacity;
             p->ranks = ranks;
             p->microbatches = microbatches;
             p->latency = latency;
@@ -224,12 +239,16 @@ NB_MODULE(_core, m) {
             check(validateProblem(*p));
           },
           nb::arg("ranks"), nb::arg("microbatches"), nb::arg("stages"),
-          nb::arg("latency") = 0.0, nb::arg("name") = "pipeline")
+          nb::arg("latency") = 0.0, nb::arg("name") = "pipeline",
+          nb::arg("capacity") = nb::none(),
+          "capacity: every rank's memory (params + live activations); "
+          "schedules recompute to fit it.")
       .def_rw("name", &Problem::name)
       .def_rw("ranks", &Problem::ranks)
       .def_rw("microbatches", &Problem::microbatches)
       .def_rw("latency", &Problem::latency)
       .def_rw("stages", &Problem::stages)
+      .def_rw("capacity", &Problem::capacity)
       .def("validate",
            [](const Problem &p) { check(validateProblem(p)); },
            "Raises ScheduleError unless the problem is well formed.")
@@ -255,7 +274,28 @@ NB_MODULE(_core, m) {
       .def_prop_ro("bubble_ratio",
                    [](const PySchedule &s) { return s.timeline.bubbleRatio; })
       .def_prop_ro("peak_memory",
-                   [](const PySchedule &s) { return s.timeline.peakMemory; })
+                   [](const PySchedule &s) {
+                     std::vector<double> peaks;
+                     for (int r = 0, e = s.timeline.peakMemory.size(); r < e;
+                          ++r)
+                       peaks.push_back(s.timeline.peak(r));
+                     return peaks;
+                   },
+                   "Per rank: params + the most live activations")
+      .def_prop_ro(
+          "recompute",
+          [](const PySchedule &s) {
+            // Per stage, per microbatch: "none", "full" or "selective".
+            std::vector<std::vector<std::string>> table;
+            for (int st = 0; st < s.problem.numStages(); ++st) {
+              table.emplace_back();
+              for (int m = 0; m < s.problem.microbatches; ++m)
+                table.back().push_back(
+                    recomputeName(s.schedule.recompute.at(st, m)).str());
+            }
+            return table;
+          },
+          "recompute[stage][microbatch]: none, full or selective")
       .def_prop_ro("busy", [](const PySchedule &s) { return s.timeline.busy; })
       .def_prop_ro("span", [](const PySchedule &s) { return s.timeline.span; })
       .def_prop_ro("placement",
@@ -286,7 +326,7 @@ NB_MODULE(_core, m) {
       "schedule",
       [](const Problem &problem, const std::string &kind, int chunks,
          std::optional<double> memoryLimit, double timeLimit, int folds,
-         bool recompute) {
+         std::optional<std::string> recompute) {
         Problem p = checkedProblem(problem);
         KindRequest request;
         request.kind = kind;
@@ -294,7 +334,13 @@ NB_MODULE(_core, m) {
         request.memoryLimit = memoryLimit.value_or(0.0);
         request.timeLimit = timeLimit;
         request.folds = folds;
-        request.recompute = recompute;
+        if (recompute) {
+          request.recompute = parseRecomputePolicy(*recompute);
+          if (!request.recompute)
+            throw ScheduleFailure("recompute='" + *recompute +
+                                  "' is not one of none, full, selective, "
+                                  "auto");
+        }
         if (chunks < 0)
           throw ScheduleFailure("chunks must be >= 0");
         if (!(timeLimit > 0.0) || !std::isfinite(timeLimit))
@@ -322,10 +368,12 @@ NB_MODULE(_core, m) {
       },
       nb::arg("problem"), nb::arg("kind") = "1f1b", nb::arg("chunks") = 0,
       nb::arg("memory_limit") = nb::none(), nb::arg("time_limit") = 10.0,
-      nb::arg("folds") = 2, nb::arg("recompute") = true,
+      nb::arg("folds") = 2, nb::arg("recompute") = nb::none(),
       "Schedule the problem as --pipe-schedule does: kind is gpipe, 1f1b, "
-      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto. The "
-      "result is verified and simulated.");
+      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto; "
+      "recompute is none, full, selective or auto (default: auto with a "
+      "capacity, else none; helix: full). The result is verified and "
+      "simulated.");
   m.def("load", &load, nb::arg("path"), nb::arg("pipeline") = nb::none(),
         "The Problem of a .mlir spec, parsed and verified by the pipe "
         "dialect.");

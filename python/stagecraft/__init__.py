@@ -41,7 +41,10 @@ def to_mlir(problem: Problem) -> str:
     """`problem` as a pipe.pipeline spec that stagecraft-opt and `load` read."""
     head = (f"pipe.pipeline @{problem.name} ranks({problem.ranks}) "
             f"microbatches({problem.microbatches}) "
-            f"latency({_number(problem.latency)}) {{")
+            f"latency({_number(problem.latency)})")
+    if problem.capacity is not None:
+        head += f" capacity({_number(problem.capacity)})"
+    head += " {"
     lines = [head]
     for k, s in enumerate(problem.stages):
         line = (f"  pipe.stage @{s.name or f's{k}'}")
@@ -58,7 +61,14 @@ def to_mlir(problem: Problem) -> str:
                   f"{_number(s.weight_grad)}")
         if s.recomputed is not None:
             memory += f", recomputed = {_number(s.recomputed)}"
-        lines.append(f"{line} cost({cost}) memory({memory})")
+        if s.selective is not None:
+            memory += f", selective = {_number(s.selective)}"
+        if s.selective_cost is not None:
+            cost += f", selective = {_number(s.selective_cost)}"
+        line += f" cost({cost}) memory({memory})"
+        if s.params:
+            line += f" params({_number(s.params)})"
+        lines.append(line)
     lines.append("}")
     return "\n".join(lines) + "\n"
 

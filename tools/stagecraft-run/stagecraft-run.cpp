@@ -72,6 +72,10 @@ static cl::opt<double> memoryLimit(
     "memory-limit", cl::init(0.0), cl::cat(runCategory),
     cl::desc("per-rank memory limit for auto (default 0: 1F1B's highest "
              "peak)"));
+static cl::opt<std::string> recompute(
+    "recompute", cl::cat(runCategory),
+    cl::desc("with --schedule: none, full, selective or auto (default: auto "
+             "when the spec has a capacity, else none; helix: full)"));
 static cl::opt<std::string> scheduleName(
     "schedule-name", cl::cat(runCategory),
     cl::desc("which pipe.schedule of a spec to run (default: the only one)"));
@@ -195,6 +199,7 @@ static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
     options.kind = scheduleKind;
     options.chunks = chunks;
     options.memoryLimit = memoryLimit;
+    options.recompute = recompute;
     options.scheduleName = scheduleName;
     options.unitBytes = unitBytes;
     options.minMessageBytes = minMessageBytes;
