@@ -137,7 +137,16 @@ LayerCosts stagecraft::pipe::sched::layerCosts(const TransformerShape &t) {
   c.blockInputBytes = c.hiddenBytes;
   // Q, K, V and the output for the backward, and the log-sum-exp (fp32).
   c.attentionKeptBytes = c.qkvBytes + c.hiddenBytes + 4.0 * b * S * t.heads;
+  c.mlpIntermediateBytes = 2 * 4 * b * S * h * e;
+  c.layerParamBytes = 16.0 * 12 * h * h;
+  c.embeddingParamBytes = 16.0 * t.vocab * h;
   return c;
+}
+
+double stagecraft::pipe::sched::helixRematerializedBytes(const LayerCosts &c,
+                                                         int mlpChunks) {
+  double linear = c.storedBytes - c.attentionKeptBytes;
+  return linear - c.mlpIntermediateBytes * (1.0 - 1.0 / std::max(1, mlpChunks));
 }
 
 llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
@@ -167,6 +176,10 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
            (options.recompute ? blockForward(j) : 0.0);
   };
   double blockKept = options.recompute ? c.blockInputBytes : c.storedBytes;
+  // A recomputing block's backward re-materializes its linear activation
+  // (chunked MLP) on top of what it kept, until it ends.
+  double rematerialized =
+      options.recompute ? helixRematerializedBytes(c, options.mlpChunks) : 0.0;
 
   // Task ids: forward then backward of blocks (L + 1) and attentions (L)
   // per microbatch. Stage indices: blocks 0..L, attention j is L + 1 + j.
@@ -202,7 +215,9 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
     Task t{ActionKind::Backward, it->attention ? blocks + it->j : it->j,
            it->m, rankOf(*it), 0, 0, 0};
     t.cost = it->attention ? c.attentionBackward : blockBackward(it->j);
-    t.freeAtEnd = it->attention ? c.attentionKeptBytes : blockKept;
+    t.allocAtStart = it->attention ? 0.0 : rematerialized;
+    t.freeAtEnd =
+        it->attention ? c.attentionKeptBytes : blockKept + rematerialized;
     bwdNode[key(it->attention, it->j, it->m)] = static_cast<int>(nodes.size());
     nodes.push_back({t, {}, static_cast<double>(nodes.size())});
   }
@@ -242,6 +257,13 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
 
   // The graph in that order, so that simulating it replays the run.
   TaskGraph graph(p);
+  // Block j's parameters on rank j mod p: layer j - 1's post-attention part
+  // (3/4) and layer j's pre-attention part (1/4); the embedding and head.
+  graph.staticMemory.assign(p, 0.0);
+  for (int j = 0; j < blocks; ++j)
+    graph.staticMemory[rankOfBlock(j)] +=
+        ((j > 0 ? 0.75 : 0.0) + (j < L ? 0.25 : 0.0)) * c.layerParamBytes +
+        (j == 0 || j == L ? c.embeddingParamBytes : 0.0);
   std::vector<TaskId> id(count, -1);
   for (int k : order)
     id[k] = graph.addTask(nodes[k].task);
@@ -280,6 +302,11 @@ llvm::Expected<Problem> stagecraft::pipe::sched::layerPipelineProblem(
         per * c.blockBackward / 2 + (last ? c.headBackward / 2 : 0);
     stage.activation = per * c.storedBytes;
     stage.weightGrad = stage.activation / 2;
+    stage.recomputed = per * c.blockInputBytes;
+    stage.selective = per * (c.storedBytes - c.hiddenBytes);
+    stage.selectiveCost = per * c.attentionForward;
+    stage.params = per * c.layerParamBytes +
+                   (s == 0 || last ? c.embeddingParamBytes : 0.0);
     problem.stages.push_back(stage);
   }
   return problem;

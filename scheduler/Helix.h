@@ -52,6 +52,12 @@ struct LayerCosts {
   double storedBytes;
   /// What HelixPipe keeps: a block its input, attention its output + LSE.
   double blockInputBytes, attentionKeptBytes;
+  /// The MLP's 4h-wide intermediate (its input to GELU and the GELU
+  /// output, 16 b S h bytes): what chunking the MLP shrinks.
+  double mlpIntermediateBytes;
+  /// Weights, gradients and Adam state of one layer (16 bytes per
+  /// parameter, 12 h^2 parameters) and of the embedding or the head.
+  double layerParamBytes, embeddingParamBytes;
 };
 
 /// Costs from FLOP counts: linear 24 b S h^2 per layer forward, causal
@@ -67,7 +73,17 @@ struct Link {
 struct HelixOptions {
   int folds = 2;
   bool recompute = true;
+  /// With recomputation, the MLP runs in this many chunks of the sequence
+  /// during the re-run and backward, so only 1/chunks of its intermediate
+  /// is live at once (HelixPipe's chunked MLP).
+  int mlpChunks = 1;
 };
+
+/// What a block of HelixPipe re-materializes during its backward when it
+/// recomputes: the linear part of a layer's activation (what attention
+/// keeps is not re-derived), with the MLP intermediate in \p mlpChunks
+/// chunks.
+double helixRematerializedBytes(const LayerCosts &costs, int mlpChunks);
 
 /// The HelixPipe task graph for \p ranks and \p microbatches. Fails when the
 /// layers are not a multiple of the ranks (naming both), as block ownership
@@ -82,7 +98,11 @@ llvm::Expected<TaskGraph> helixTaskGraph(const TransformerShape &shape,
 /// The pipeline problem for the usual kinds on the same model: \p stages
 /// stages of layers / stages layers (attention inside them), split backward
 /// I = attention backward + half the linear backward, W = the other half;
-/// memory in bytes; latency one hidden-state transfer.
+/// memory in bytes; latency one hidden-state transfer. Full recomputation
+/// keeps each layer's input; selective recomputation re-derives the
+/// attention output (keeps all but it, re-runs the attention forward);
+/// params are the layers' (and the embedding's or head's) weight and
+/// optimizer bytes.
 llvm::Expected<Problem> layerPipelineProblem(const TransformerShape &shape,
                                              const LayerCosts &costs,
                                              const Link &link, int ranks,
