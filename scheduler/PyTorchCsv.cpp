@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -295,4 +296,42 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
   }
   result.program = std::move(program);
   return result;
+}
+
+llvm::Expected<std::vector<int>>
+stagecraft::pipe::sched::torchCheckpointStages(const Problem &problem,
+                                               const Schedule &schedule) {
+  std::vector<int> full;
+  for (int s = 0; s < problem.numStages(); ++s) {
+    std::vector<int> recomputed;
+    bool selective = false;
+    for (int m = 0; m < problem.microbatches; ++m) {
+      Recompute mode = schedule.recompute.at(s, m);
+      selective |= mode == Recompute::Selective;
+      if (mode == Recompute::Full)
+        recomputed.push_back(m);
+    }
+    auto fail = [](std::string message) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+    };
+    if (selective)
+      return fail(fmt::format(
+          "stage {} (@{}) recomputes selectively; torch runs full "
+          "recomputation only (torch.utils.checkpoint): schedule with "
+          "recompute=full or none for torch",
+          s, problem.stages[s].name));
+    if (recomputed.empty())
+      continue;
+    if (static_cast<int>(recomputed.size()) == problem.microbatches) {
+      full.push_back(s);
+      continue;
+    }
+    return fail(fmt::format(
+        "stage {} (@{}) recomputes microbatches [{}] and keeps the others; "
+        "torch's runtime runs one module for every microbatch, so it cannot "
+        "mix: schedule with recompute=full (every forward) or none for "
+        "torch, or run the mix with stagecraft-run",
+        s, problem.stages[s].name, fmt::join(recomputed, ", ")));
+  }
+  return full;
 }

@@ -60,6 +60,14 @@ llvm::Expected<std::string> formatPyTorchCsv(const Schedule &schedule);
 /// transfers one after another, as PyTorch's CSV has no groups).
 llvm::Expected<std::string> formatPyTorchCsv(const Program &program);
 
+/// How torch's runtime can run \p schedule's recomputation: the stages
+/// whose every forward recomputes in full (run their modules under
+/// torch.utils.checkpoint). Fails, naming the stage, where torch cannot: a
+/// stage that recomputes some microbatches and keeps the others (torch runs
+/// one module for every microbatch), or selective recomputation.
+llvm::Expected<std::vector<int>> torchCheckpointStages(const Problem &problem,
+                                                       const Schedule &schedule);
+
 /// Reads \p text against \p problem. A stage is placed on the rank of the
 /// row where it first appears (or its pin); the result is not verified.
 /// Fails with a CsvError on a malformed cell, a stage index out of range, or

@@ -108,6 +108,24 @@ static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
                                model.program ? SiteSpace::Instructions
                                              : SiteSpace::Actions);
     os << *csv;
+    // The CSV has no cell for recomputation: say how torch runs it.
+    if (model.schedule.recompute.any()) {
+      llvm::Expected<std::vector<int>> stages =
+          sched::torchCheckpointStages(model.problem, model.schedule);
+      if (!stages) {
+        s.emitWarning() << "the CSV cannot carry this schedule's "
+                           "recomputation: "
+                        << llvm::toString(stages.takeError());
+      } else {
+        std::string names;
+        for (int st : *stages)
+          names += (names.empty() ? "@" : ", @") + model.problem.stages[st].name;
+        s.emitRemark() << "every forward of " << names
+                       << " recomputes: run those stages' modules under "
+                          "torch.utils.checkpoint (stagecraft.torch.schedule "
+                          "does)";
+      }
+    }
     return success();
   });
 }

@@ -15,6 +15,7 @@
 #include "scheduler/Generators.h"
 #include "scheduler/Program.h"
 #include "scheduler/PyTorchCsv.h"
+#include "scheduler/Recompute.h"
 #include "scheduler/Report.h"
 #include "scheduler/Simulator.h"
 
@@ -305,6 +306,50 @@ NB_MODULE(_core, m) {
       .def("actions", &PySchedule::actions, nb::arg("rank"),
            "Rank's compute actions in order, in torch's spelling: 0F0, 1I3, "
            "2W3, 0B1, (0F3;3B1)OVERLAP_F_B.")
+      .def(
+          "with_recompute",
+          [](const PySchedule &s,
+             const std::vector<std::vector<std::string>> &table) {
+            Schedule schedule = s.schedule;
+            schedule.recompute = RecomputeTable();
+            const int n = s.problem.numStages(), m = s.problem.microbatches;
+            if (static_cast<int>(table.size()) != n)
+              throw ScheduleFailure(fmt::format(
+                  "with_recompute: {} rows for {} stages", table.size(), n));
+            for (int st = 0; st < n; ++st) {
+              if (static_cast<int>(table[st].size()) != m)
+                throw ScheduleFailure(fmt::format(
+                    "with_recompute: stage {} has {} entries for {} "
+                    "microbatches",
+                    st, table[st].size(), m));
+              for (int mb = 0; mb < m; ++mb) {
+                std::optional<Recompute> mode = parseRecompute(table[st][mb]);
+                if (!mode)
+                  throw ScheduleFailure("with_recompute: '" + table[st][mb] +
+                                        "' is not none, full or selective");
+                schedule.recompute.set(st, mb, *mode, n, m);
+              }
+            }
+            PySchedule out = finish(s.problem, std::move(schedule), s.kind);
+            out.choice = s.choice;
+            out.lowerBound = s.lowerBound;
+            out.memoryAwareBound = s.memoryAwareBound;
+            check(checkCapacity(out.problem, out.timeline));
+            return out;
+          },
+          nb::arg("table"),
+          "This schedule with recompute[stage][microbatch] set (none, full "
+          "or selective), verified, simulated and checked against the "
+          "capacity.")
+      .def(
+          "torch_checkpoint_stages",
+          [](const PySchedule &s) {
+            return take(torchCheckpointStages(s.problem, s.schedule));
+          },
+          "The stages whose every forward recomputes in full (torch runs "
+          "them under torch.utils.checkpoint); raises ScheduleError for a "
+          "per-microbatch mix or selective recomputation, which torch's "
+          "runtime cannot run.")
       .def("to_csv", &PySchedule::toCsv, nb::arg("comms") = false,
            "torch.distributed.pipelining CSV, one row per rank; comms=True "
            "adds the SEND_/RECV_ cells Stagecraft lowered and verified.")

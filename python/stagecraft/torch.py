@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 import torch.distributed as dist
+import torch.utils.checkpoint
 from torch.distributed.pipelining import schedules as _ts
 
 from . import Problem, Schedule, ScheduleError, Stage, from_csv
@@ -59,32 +60,63 @@ def _check_kind(kind: str) -> None:
 
 
 def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None,
-         time_limit: float = 10.0, chunks: int = 0, group=None) -> Schedule:
+         time_limit: float = 10.0, chunks: int = 0, group=None,
+         recompute: str | None = None) -> Schedule:
     """Stagecraft's schedule of `problem` for torch (every kind but helix).
 
-    `auto` searches under a time limit, so two ranks could end with
-    different plans: when torch.distributed is initialized, rank 0 of
-    `group` plans and broadcasts the plan (collective for auto: every rank
-    must call). The fixed kinds are deterministic and plan locally.
+    `recompute` as `stagecraft.schedule` (default: auto when the problem has
+    a capacity, else none). `auto` searches under a time limit, so two ranks
+    could end with different plans: when torch.distributed is initialized,
+    rank 0 of `group` plans and broadcasts the plan (collective for auto:
+    every rank must call). The fixed kinds are deterministic and plan
+    locally.
     """
     _check_kind(kind)
     if kind != "auto" or not dist.is_initialized():
         return _schedule(problem, kind=kind, memory_limit=memory_limit,
-                         time_limit=time_limit, chunks=chunks)
+                         time_limit=time_limit, chunks=chunks,
+                         recompute=recompute)
     message: list = [None]
     if dist.get_rank(group) == 0:
         try:
             found = _schedule(problem, kind=kind, memory_limit=memory_limit,
-                              time_limit=time_limit, chunks=chunks)
-            message[0] = ("ok", found.to_csv())
+                              time_limit=time_limit, chunks=chunks,
+                              recompute=recompute)
+            message[0] = ("ok", found.to_csv(), found.recompute)
         except ScheduleError as e:
-            message[0] = ("error", str(e))
+            message[0] = ("error", str(e), None)
     dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0)
                                if group is not None else 0, group=group)
-    status, text = message[0]
+    status, text, table = message[0]
     if status != "ok":
         raise ScheduleError(text)
-    return from_csv(problem, text)
+    return from_csv(problem, text).with_recompute(table)
+
+
+def recomputed_stages(plan: Schedule) -> list[int]:
+    """The stages whose every forward recomputes in full: torch runs them
+    under `torch.utils.checkpoint`. Raises ScheduleError for what torch's
+    runtime cannot run: a stage that recomputes some microbatches and not
+    others (it runs one module for all of them), or selective
+    recomputation (re-deriving the attention core needs the model's own
+    code; stagecraft-run does it for the reference model)."""
+    return list(plan.torch_checkpoint_stages())
+
+
+def _checkpointed(stage) -> None:
+    """Runs `stage`'s module under torch.utils.checkpoint: its forward
+    keeps only its inputs, the backward runs it again."""
+    module = stage.submod
+    if getattr(module, "_stagecraft_checkpointed", False):
+        return
+    inner = module.forward
+
+    def forward(*args, **kwargs):
+        return torch.utils.checkpoint.checkpoint(inner, *args,
+                                                 use_reentrant=False, **kwargs)
+
+    module.forward = forward
+    module._stagecraft_checkpointed = True
 
 
 def stage_indices(plan: Schedule, rank: int) -> list[int]:
@@ -131,6 +163,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = False, time_limit: float = 10.0,
+             recompute: str | None = None,
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
 
@@ -140,7 +173,9 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     problem must match). `scale_grads` as torch's schedules (default False:
     gradients are summed over microbatches). Raises ScheduleError before any
     communication when the kind, the stage count, the microbatch count or
-    the stages held here do not match the plan.
+    the stages held here do not match the plan, or when the plan's
+    recomputation is one torch cannot run (see `recomputed_stages`); stages
+    that recompute every forward run under torch.utils.checkpoint.
     """
     if not stages:
         raise ScheduleError("no stages given for this rank")
@@ -157,7 +192,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
         _check_kind(kind)
         plan = globals()["plan"](problem, kind=kind, memory_limit=memory_limit,
                                  time_limit=time_limit,
-                                 group=stages[0].group)
+                                 group=stages[0].group, recompute=recompute)
     p = plan.problem
     if len(p.stages) != num_stages:
         raise ScheduleError(
@@ -176,6 +211,10 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
             f"rank {rank} holds stages {have}, but the {plan.kind} plan places "
             f"{want} here (placement {plan.placement}); build the stages "
             "stagecraft.torch.stage_indices(plan, rank) names")
+    checkpointed = recomputed_stages(plan)
+    for stage in stages:
+        if stage.stage_index in checkpointed:
+            _checkpointed(stage)
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, **kwargs)
 

@@ -172,3 +172,31 @@ def test_helix_schedules_but_has_no_torch_csv():
     assert s.makespan > 0
     with pytest.raises(sc.ScheduleError, match="attention"):
         s.to_csv()
+
+
+def test_capacity_and_recomputation_from_python(tmp_path):
+    stages = [sc.Stage(activation=2.0, weight_grad=1.0, recomputed=0.5,
+                       params=1.0, selective=1.0, selective_cost=0.25,
+                       name=f"s{k}") for k in range(2)]
+    problem = sc.Problem(ranks=2, microbatches=4, stages=stages, capacity=4.0)
+    fitted = sc.schedule(problem, kind="1f1b")
+    assert max(fitted.peak_memory) <= 4.0
+    assert any(mode != "none" for row in fitted.recompute for mode in row)
+    with pytest.raises(sc.ScheduleError, match="with recompute=none, rank 0 "
+                       "peaks at 5 .*above its capacity 4; recompute=auto "
+                       "fits"):
+        sc.schedule(problem, kind="1f1b", recompute="none")
+    with pytest.raises(sc.ScheduleError, match="recompute='often' is not one"):
+        sc.schedule(problem, kind="1f1b", recompute="often")
+    # The spec keeps capacity, params and the selective option.
+    path = tmp_path / "p.mlir"
+    path.write_text(problem.to_mlir())
+    loaded = sc.load(str(path))
+    assert loaded.capacity == 4.0
+    assert loaded.stages[1].params == 1.0
+    assert loaded.stages[1].selective == 1.0
+    assert loaded.stages[1].selective_cost == 0.25
+    # A table set by hand is verified and held to the capacity.
+    none = [["none"] * 4, ["none"] * 4]
+    with pytest.raises(sc.ScheduleError, match="above its capacity"):
+        fitted.with_recompute(none)

@@ -60,6 +60,37 @@ def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world
     assert sum(res["losses"] for res in results) == 8
 
 
+@pytest.mark.parametrize("kind", ["1f1b", "zb-h1", "zb-v"])
+def test_full_recomputation_runs_under_checkpoint_and_stays_equal(tmp_path,
+                                                                  kind):
+    results = launch(tmp_path, "recompute", kind, 2)
+    for r, res in enumerate(results):
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+        if res["torch_err"] is not None:
+            assert res["torch_err"] <= 1e-5, (r, res)
+        # Every stage of the rank runs under torch.utils.checkpoint.
+        assert res["checkpointed"] == sorted(res["checkpointed"]) and \
+            len(res["checkpointed"]) >= 1, res
+
+
+def test_a_per_microbatch_mix_is_refused_for_torch():
+    stages = [sc.Stage(activation=2.0, weight_grad=1.0, recomputed=0.1,
+                       params=1.0) for _ in range(2)]
+    problem = sc.Problem(ranks=2, microbatches=4, stages=stages, capacity=4.0)
+    mixed = sc.schedule(problem, kind="1f1b")
+    assert any("full" in row and "none" in row for row in mixed.recompute)
+    with pytest.raises(sc.ScheduleError, match="recomputes microbatches .* "
+                       "and keeps the others; torch's runtime runs one module "
+                       "for every microbatch"):
+        sct.recomputed_stages(mixed)
+    full = sc.schedule(problem, kind="1f1b", recompute="full")
+    assert sct.recomputed_stages(full) == [0, 1]
+    none = sc.schedule(sc.Problem(ranks=2, microbatches=4, stages=stages),
+                       kind="1f1b")
+    assert sct.recomputed_stages(none) == []
+
+
 def test_bad_input_raises_before_any_communication(tmp_path):
     results = launch(tmp_path, "errors", "zb-v", 2)
     for res in results:

@@ -2,7 +2,8 @@
 
     python torch_worker.py MODE KIND RANK WORLD PORT OUT_DIR [N_MICROBATCHES]
 
-MODE `equal`: train one step of a small transformer (one block per stage)
+MODE `equal` (`recompute`: with every forward recomputed, its stages
+under torch.utils.checkpoint): train one step of a small transformer (one block per stage)
 with Stagecraft's KIND schedule on torch's runtime, and compare the loss of
 every microbatch and every parameter gradient with the unpipelined model
 (same microbatches, gradients summed) and, where torch has a schedule of
@@ -153,11 +154,12 @@ def torch_schedule(kind, stages, n_mb):
     return cls(stages, n_mb, loss_fn=loss_fn, scale_grads=False)
 
 
-def equal(kind, rank, world, n_mb):
+def equal(kind, rank, world, n_mb, recompute=None):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
-                         stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+                         stages=[sc.Stage(recomputed=0.1)
+                                 for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0, recompute=recompute)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
     runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
@@ -167,7 +169,10 @@ def equal(kind, rank, world, n_mb):
     result = {"placement": plan.placement, "grad_err": max_rel_err(mods, grads),
               "loss_err": max((abs(a - b) / abs(b) for a, b in
                                zip(losses, ref_losses)), default=0.0),
-              "losses": len(losses), "torch_err": None}
+              "losses": len(losses), "torch_err": None,
+              "checkpointed": sorted(
+                  i for i, mod in mods.items()
+                  if getattr(mod, "_stagecraft_checkpointed", False))}
     if kind in TORCH_CLASS:
         tmods, tstages = build(mine, num_stages)
         theirs = torch_schedule(kind, tstages, n_mb)
@@ -290,6 +295,8 @@ def main():
     try:
         if mode == "equal":
             result = equal(kind, rank, world, n_mb)
+        elif mode == "recompute":
+            result = equal(kind, rank, world, n_mb, recompute="full")
         elif mode == "errors":
             result = errors(rank, world, n_mb)
         elif mode == "profile":

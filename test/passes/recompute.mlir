@@ -4,6 +4,8 @@
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=1f1b" | stagecraft-translate --split-input-file --pipe-to-summary | FileCheck %s --check-prefix=SUMMARY
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=auto time-limit=1" --pipe-simulate | FileCheck %s --check-prefix=AUTO
 // RUN: not stagecraft-opt %s --pipe-schedule="recompute=sometimes" 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: stagecraft-opt %s --pipe-schedule="kind=1f1b" | stagecraft-translate --pipe-to-csv 2>&1 | FileCheck %s --check-prefix=CSV
+// RUN: stagecraft-opt %s --pipe-schedule="kind=1f1b recompute=full" | stagecraft-translate --pipe-to-csv 2>&1 | FileCheck %s --check-prefix=CSVFULL
 
 // Tests recompute=auto (the default with a capacity) on 1F1B, 2 ranks: rank
 // 0 holds 2 microbatches of activation 2 at once, plus params 1: 5 > 4. Each
@@ -38,6 +40,12 @@
 // AUTO-SAME: auto_choice = "{{[^"]*}} + recompute {{(auto|none|full|selective)}}"
 // AUTO-SAME: makespan = 1.600000e+01
 // OPTION: pipe-schedule: recompute=sometimes is not one of none, full, selective, auto
+// Tests what the PyTorch CSV says about recomputation, which it has no cell
+// for: a per-microbatch mix torch cannot run, and whole stages it runs
+// under torch.utils.checkpoint.
+// CSV: warning: the CSV cannot carry this schedule's recomputation: stage 0 (@s0) recomputes microbatches [1, 2, 3] and keeps the others; torch's runtime runs one module for every microbatch, so it cannot mix: schedule with recompute=full (every forward) or none for torch, or run the mix with stagecraft-run
+// CSV: 0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3
+// CSVFULL: remark: every forward of @s0, @s1 recomputes: run those stages' modules under torch.utils.checkpoint (stagecraft.torch.schedule does)
 pipe.pipeline @p ranks(2) microbatches(4) capacity(4.0) {
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) memory(activation = 2.0, weight_grad = 1.0, recomputed = 0.5) params(1.0)
   pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0, selective = 0.25) params(1.0) memory(activation = 2.0, weight_grad = 1.0, recomputed = 0.5, selective = 1.0)
