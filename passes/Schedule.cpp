@@ -180,9 +180,13 @@ struct SchedulePass
                                     kind, result->schedule);
       if (!result->choice.empty()) {
         op->setAttr("auto_choice", builder.getStringAttr(result->choice));
-        op->setAttr("lower_bound", builder.getF64FloatAttr(result->lowerBound));
-        op->setAttr("memory_aware_bound",
-                    builder.getF64FloatAttr(result->memoryAwareBound));
+        // helix (auto's choice for attention stages) has no bound here.
+        if (result->lowerBound > 0.0) {
+          op->setAttr("lower_bound",
+                      builder.getF64FloatAttr(result->lowerBound));
+          op->setAttr("memory_aware_bound",
+                      builder.getF64FloatAttr(result->memoryAwareBound));
+        }
       }
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));

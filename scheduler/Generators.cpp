@@ -138,23 +138,37 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
     options.timeLimit = request.timeLimit;
     if (request.progress)
       options.progress = request.progress;
-    // With a capacity, the search shares its time with a second run at the
-    // activation memory the capacity leaves.
-    bool joint = problem.capacity.has_value() && request.memoryLimit <= 0.0;
-    if (joint)
-      options.timeLimit = request.timeLimit / 2;
-    llvm::Expected<AutoResult> found = autoSchedule(problem, options);
-    if (!found)
-      return found.takeError();
-    result.lowerBound = found->lowerBound;
-    result.memoryAwareBound = found->memoryAwareBound;
-
     struct Candidate {
       std::string name;
       Schedule schedule;
     };
     std::vector<Candidate> candidates;
-    candidates.push_back({found->name, std::move(found->schedule)});
+    // Stages that declare their attention are HelixPipe's cut: the layer
+    // kinds cannot run them, so auto chooses helix (with its
+    // recomputation planned like every kind's).
+    bool attention = false;
+    for (const Stage &st : problem.stages)
+      attention |= st.attention.has_value();
+    bool joint = problem.capacity.has_value() && request.memoryLimit <= 0.0;
+    if (attention) {
+      llvm::Expected<Schedule> s =
+          fixedKind(problem, ScheduleKind::Helix, request, policy);
+      if (!s)
+        return s.takeError();
+      candidates.push_back({"helix", std::move(*s)});
+      joint = false;
+    } else {
+      // With a capacity, the search shares its time with a second run at
+      // the activation memory the capacity leaves.
+      if (joint)
+        options.timeLimit = request.timeLimit / 2;
+      llvm::Expected<AutoResult> found = autoSchedule(problem, options);
+      if (!found)
+        return found.takeError();
+      result.lowerBound = found->lowerBound;
+      result.memoryAwareBound = found->memoryAwareBound;
+      candidates.push_back({found->name, std::move(found->schedule)});
+    }
     if (joint) {
       // The activation memory the capacity leaves beside the params of the
       // contiguous placement (the most any rank holds there).

@@ -1,6 +1,7 @@
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1" --pipe-verify-schedule --pipe-simulate | FileCheck %s
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1 recompute=none" --pipe-simulate | FileCheck %s --check-prefix=NORECOMPUTE
 // RUN: not stagecraft-opt %s --split-input-file --pipe-schedule="kind=zb-h1" 2>&1 | FileCheck %s --check-prefix=OTHER
+// RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=auto" --pipe-verify-schedule | FileCheck %s --check-prefix=AUTO
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix folds=1" --pipe-insert-comm --pipe-verify-schedule | FileCheck %s --check-prefix=COMM
 // RUN: stagecraft-opt %s --split-input-file --pipe-schedule="kind=helix" | not stagecraft-translate --split-input-file --pipe-to-csv 2>&1 | FileCheck %s --check-prefix=CSV
 
@@ -19,6 +20,8 @@
 // CHECK-DAG: pipe.attention_forward @b1 mb 1
 // NORECOMPUTE: makespan = 1.200000e+01 : f64, peak_memory = array<f64: {{[^>]*}}>, span = {{[^}]*}}} {
 // NORECOMPUTE-NOT: recompute full
+// Tests that auto chooses helix for stages cut at their attention.
+// AUTO: pipe.schedule @h_auto for @h attributes {auto_choice = "helix", kind = "auto"}
 // OTHER: error: cannot schedule pipeline @h as zb-h1: stage @b0 has attention(...), a separate task that only kind=helix schedules
 // Tests the transfers around attention: Q, K, V to the attention rank, its
 // output to the next block's rank, and both gradients back.
