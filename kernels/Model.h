@@ -90,6 +90,10 @@ public:
   /// pieces never fail).
   virtual llvm::Error status() { return llvm::Error::success(); }
 
+  /// AdamW steps taken so far (its bias correction), for checkpoints.
+  int optimizerSteps() const { return adamSteps; }
+  void setOptimizerSteps(int steps) { adamSteps = steps; }
+
 private:
   int adamSteps = 0;
 };

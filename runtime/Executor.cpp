@@ -8,6 +8,7 @@
 #include "runtime/Executor.h"
 
 #include "kernels/device/HostDevice.h"
+#include "runtime/Checkpoint.h"
 #include "scheduler/Recompute.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -145,8 +146,52 @@ static llvm::Error dumpStage(kernels::StageModel &model, const std::string &dir,
 
 llvm::Error stagecraft::runtime::trainSteps(
     const sched::Plan &plan, RankModels &models, const TrainOptions &train,
-    llvm::function_ref<llvm::Error()> pass, std::vector<double> &losses) {
+    llvm::function_ref<llvm::Error()> pass, std::vector<double> &losses,
+    const TrainHooks &hooks) {
   const int last = static_cast<int>(plan.stageNames.size()) - 1;
+  std::vector<std::pair<int, kernels::StageModel *>> pieces;
+  for (auto &[index, model] : models.all)
+    pieces.push_back({index, model.get()});
+  CheckpointModel expected;
+  expected.model = train.model;
+  expected.optimizer = train.optimizer.kind;
+  for (int l : plan.stageLayers)
+    expected.layers += l;
+  int first = 0;
+  if (train.resume) {
+    llvm::Expected<Checkpoint> c = loadCheckpoint(train.checkpointDir, expected);
+    if (!c)
+      return c.takeError();
+    if (hooks.rank == 0)
+      for (const std::string &why : c->skipped)
+        llvm::errs() << "stagecraft-run: warning: skipped a checkpoint: " << why
+                     << "\n";
+    if (c->step >= train.steps)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("--resume: the checkpoint {} is at step {}, and "
+                      "--steps={} asks for no more (--steps is the total)",
+                      c->path, c->step, train.steps));
+    if (llvm::Error err = restoreCheckpoint(*c, pieces))
+      return err;
+    first = c->step;
+  }
+  if (hooks.firstStep)
+    *hooks.firstStep = first;
+  auto checkpoint = [&](int done) -> llvm::Error {
+    if (train.checkpointDir.empty() || train.checkpointEvery <= 0 ||
+        (done % train.checkpointEvery != 0 && done != train.steps))
+      return llvm::Error::success();
+    if (llvm::Error err = writeCheckpointPart(train.checkpointDir, done,
+                                              hooks.rank, pieces))
+      return err;
+    if (hooks.barrier)
+      if (llvm::Error err = hooks.barrier())
+        return err;
+    if (hooks.rank != 0)
+      return llvm::Error::success();
+    return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
+  };
   kernels::StageModel *lastStage = nullptr;
   for (auto &[index, model] : models.all)
     if (index == last)
@@ -159,7 +204,7 @@ llvm::Error stagecraft::runtime::trainSteps(
         return err;
     return llvm::Error::success();
   };
-  for (int step = 0; step < train.steps; ++step) {
+  for (int step = first; step < train.steps; ++step) {
     for (auto &[index, model] : models.all) {
       model->setStep(step);
       model->zeroGrad();
@@ -191,11 +236,13 @@ llvm::Error stagecraft::runtime::trainSteps(
                             step, plan.stageNames[index], param.name, i,
                             param.grad[i]));
     losses.push_back(loss);
-    if (step == 0)
+    if (step == first)
       if (llvm::Error err = dumpAll(train.dumpGrads, true))
         return err;
     for (auto &[index, model] : models.all)
       model->step(train.optimizer);
+    if (llvm::Error err = checkpoint(step + 1))
+      return err;
   }
   return dumpAll(train.dumpWeights, false);
 }
@@ -369,6 +416,42 @@ private:
     return llvm::Error::success();
   }
 
+  /// Returns once every rank has called it (a checkpoint's parts are all
+  /// written): a token to rank 0 from each rank, then one back. Each
+  /// channel's earlier messages of the step are already consumed, so the
+  /// tokens match in order.
+  llvm::Error barrier() {
+    const int p = plan.numRanks();
+    char token = 0;
+    std::vector<char> tokens(p, 0);
+    const std::string what = "the checkpoint barrier";
+    if (rank != 0) {
+      Request send, recv;
+      if (llvm::Error err = comm.isend(0, &token, 1, send))
+        return err;
+      if (llvm::Error err = await(0, send, what))
+        return err;
+      if (llvm::Error err = comm.irecv(0, &token, 1, recv))
+        return err;
+      return await(0, recv, what);
+    }
+    for (int r = 1; r < p; ++r) {
+      Request recv;
+      if (llvm::Error err = comm.irecv(r, &tokens[r], 1, recv))
+        return err;
+      if (llvm::Error err = await(0, recv, what))
+        return err;
+    }
+    for (int r = 1; r < p; ++r) {
+      Request send;
+      if (llvm::Error err = comm.isend(r, &token, 1, send))
+        return err;
+      if (llvm::Error err = await(0, send, what))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
   /// Waits for \p request; the hang report names \p what.
   llvm::Error await(size_t at, Request &request, const std::string &what) {
     if (!request.active())
@@ -469,8 +552,14 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
     models = std::move(*built);
+    TrainHooks hooks;
+    hooks.firstStep = &result.firstStep;
+    hooks.rank = rank;
+    hooks.ranks = plan.numRanks();
+    hooks.barrier = [&] { return barrier(); };
     if (llvm::Error err = trainSteps(
-            plan, models, train, [&] { return runStream(); }, result.losses))
+            plan, models, train, [&] { return runStream(); }, result.losses,
+            hooks))
       return std::move(err);
     if (models.metered)
       result.activationPeak = models.meter->peak;

@@ -21,6 +21,7 @@
 #include "kernels/Model.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include "scheduler/Plan.h"
@@ -40,6 +41,13 @@ struct TrainOptions {
   /// On the host: the device model on the host device (the code the cuda
   /// backend trains with) instead of the reference stages.
   bool deviceModel = false;
+  /// Checkpoints (runtime/Checkpoint.h) into this folder every
+  /// `checkpointEvery` steps and after the last; empty: none.
+  std::string checkpointDir;
+  int checkpointEvery = 0;
+  /// Start from the newest valid checkpoint in `checkpointDir`; `steps`
+  /// stays the total.
+  bool resume = false;
 };
 
 /// The host stages \p train asks for: the reference, or the device model.
@@ -71,6 +79,9 @@ struct RankResult {
   /// Training: per step, the mean loss over microbatches (0 on ranks that
   /// do not host the last stage).
   std::vector<double> losses;
+  /// Training: the step the losses start at (the checkpoint's, when
+  /// resumed).
+  int firstStep = 0;
   /// Training with layer-wise host stages: the most activation bytes the
   /// rank's stages held at once (kernels::ActivationBytes); -1 otherwise.
   int64_t activationPeak = -1;
@@ -125,10 +136,21 @@ llvm::Error runLayerCompute(const sched::PlanOp &op, RankModels &models,
 /// the step and clears gradients, runs \p pass, records the mean loss (when
 /// \p stages include the last stage), dumps gradients after the first step
 /// and weights after the last, and applies the optimizer.
+/// What the training loop needs to checkpoint and resume across ranks.
+struct TrainHooks {
+  /// Set to the first step run (the checkpoint's when resuming).
+  int *firstStep = nullptr;
+  /// This process's rank, of `ranks`, among the checkpoint writers.
+  int rank = 0, ranks = 1;
+  /// Returns once every writer has written its part (none: one writer).
+  std::function<llvm::Error()> barrier;
+};
+
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,
                        const TrainOptions &train,
                        llvm::function_ref<llvm::Error()> pass,
-                       std::vector<double> &losses);
+                       std::vector<double> &losses,
+                       const TrainHooks &hooks = {});
 
 /// Runs rank \p rank of \p plan. \p start is the common time origin.
 /// Fails with a one-line message naming rank, instruction and action.

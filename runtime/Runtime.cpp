@@ -25,6 +25,8 @@ using namespace stagecraft::pipe;
 
 static void finish(RunReport &report) {
   report.wall = 0.0;
+  if (!report.ranks.empty())
+    report.firstStep = report.ranks.front().firstStep;
   for (const RankResult &r : report.ranks) {
     report.wall = std::max(report.wall, r.wall);
     if (report.losses.size() < r.losses.size())
@@ -92,7 +94,10 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
         return err;
     return llvm::Error::success();
   };
-  if (llvm::Error err = trainSteps(plan, models, train, pass, result.losses))
+  TrainHooks hooks;
+  hooks.firstStep = &result.firstStep;
+  if (llvm::Error err =
+          trainSteps(plan, models, train, pass, result.losses, hooks))
     return std::move(err);
   where.synchronize();
   result.wall = std::chrono::duration<double>(Clock::now() - start).count();
@@ -217,6 +222,7 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
     rr.instructions = static_cast<size_t>(all[kFigures * r + 3]);
     rr.overhead = all[kFigures * r + 4];
     rr.activationPeak = static_cast<int64_t>(all[kFigures * r + 5]);
+    rr.firstStep = mine.firstStep; // the same checkpoint on every rank
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
       rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
                             actions[k + 2]});
@@ -238,7 +244,9 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   const bool sequential = backend == "sequential reference";
   // Every figure below is per step; a run of several training steps adds
   // the totals on one line of their own.
-  const int steps = train ? std::max(1, options.exec.train->steps) : 1;
+  // Steps run: a resumed run starts at its checkpoint's step.
+  const int steps =
+      train ? std::max(1, options.exec.train->steps - report.firstStep) : 1;
   const double wallMs = report.wall * 1e3;
   std::string out;
   if (sequential)
@@ -323,12 +331,13 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   if (train) {
     const TrainOptions &t = *options.exec.train;
     for (size_t k = 0; k < report.losses.size(); ++k)
-      out += fmt::format("step {} loss {:.6f}\n", k, report.losses[k]);
-    double tokens = static_cast<double>(t.steps) * plan.microbatches *
+      out += fmt::format("step {} loss {:.6f}\n", report.firstStep + k,
+                         report.losses[k]);
+    double tokens = static_cast<double>(steps) * plan.microbatches *
                     t.model.tokens();
     out += fmt::format("trained {} steps x {} microbatches x {} tokens in "
                        "{:.3f} s: {:.0f} tokens/s\n",
-                       t.steps, plan.microbatches, t.model.tokens(),
+                       steps, plan.microbatches, t.model.tokens(),
                        report.wall, report.wall > 0 ? tokens / report.wall : 0.0);
     return out;
   }

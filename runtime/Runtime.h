@@ -35,8 +35,9 @@ struct RunReport {
   std::vector<RankResult> ranks;
   /// Longest rank wall time, in seconds.
   double wall = 0.0;
-  /// Training: the mean loss of each step.
+  /// Training: the mean loss of each step run, from `firstStep` on.
   std::vector<double> losses;
+  int firstStep = 0;
 };
 
 /// Runs all ranks as threads of this process.

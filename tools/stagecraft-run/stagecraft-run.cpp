@@ -134,6 +134,21 @@ static cl::opt<float> lr("lr", cl::init(0.05f), cl::cat(trainCategory),
 static cl::opt<std::string> dumpGrads(
     "dump-grads", cl::cat(trainCategory),
     cl::desc("directory for each stage's gradients after the first step"));
+static cl::opt<std::string> checkpointDir(
+    "checkpoint-dir", cl::cat(trainCategory),
+    cl::desc("write checkpoints into this folder (every stage's weights and "
+             "optimizer state by global parameter, the step, a manifest with "
+             "checksums; written atomically, the previous one kept)"));
+static cl::opt<int> checkpointEvery(
+    "checkpoint-every", cl::init(0), cl::cat(trainCategory),
+    cl::desc("checkpoint every N steps and after the last (needs "
+             "--checkpoint-dir; default 0: only with --checkpoint-dir, after "
+             "the last step)"));
+static cl::opt<bool> resume(
+    "resume", cl::cat(trainCategory),
+    cl::desc("start from the newest valid checkpoint in --checkpoint-dir, "
+             "whatever its stage split, rank count or kind; --steps stays the "
+             "total"));
 static cl::opt<std::string> dumpWeights(
     "dump-weights", cl::cat(trainCategory),
     cl::desc("directory for each stage's weights after the last step"));
@@ -243,6 +258,27 @@ static int run(int rank) {
     training.steps = steps;
     training.dumpGrads = dumpGrads;
     training.dumpWeights = dumpWeights;
+    training.checkpointDir = checkpointDir;
+    training.resume = resume;
+    if (checkpointEvery < 0)
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          fmt::format("--checkpoint-every={} must be at least 1",
+                      int(checkpointEvery))));
+    if ((checkpointEvery > 0 || resume) && checkpointDir.empty())
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "--checkpoint-every and --resume need --checkpoint-dir=DIR"));
+    // With a folder, at least the final state is kept.
+    training.checkpointEvery =
+        checkpointDir.empty() ? 0
+                              : (checkpointEvery > 0 ? int(checkpointEvery)
+                                                     : int(steps));
+    if (!checkpointDir.empty() && backend == "cuda")
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "checkpoints run on the local and mpi backends (and --reference), "
+          "not on cuda"));
     if (modelCode != "reference" && modelCode != "device")
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--model=" + modelCode +
