@@ -205,6 +205,9 @@ llvm::Error stagecraft::runtime::trainSteps(
     return llvm::Error::success();
   };
   for (int step = first; step < train.steps; ++step) {
+    if (hooks.atStep)
+      if (llvm::Error err = hooks.atStep(step))
+        return err;
     for (auto &[index, model] : models.all) {
       model->setStep(step);
       model->zeroGrad();
@@ -416,6 +419,32 @@ private:
     return llvm::Error::success();
   }
 
+  /// The start of training step \p step: the injected failure, if due.
+  llvm::Error atStep(int step) {
+    currentStep = step;
+    const TrainOptions &t = *options.train;
+    if (t.injectRank != rank || t.injectStep != step)
+      return llvm::Error::success();
+    if (!t.injectHang) {
+      if (!options.ranksAreThreads)
+        std::raise(SIGKILL);
+      monitor.abort();
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("{}rank {} failed at step {} (injected)",
+                      kRankLostPrefix, rank, step));
+    }
+    // Stop making progress; on mpi for good, on local until the others
+    // gave up (a thread cannot be killed).
+    monitor.waiting(rank, fmt::format("nothing: it hangs at step {}", step));
+    while (!options.ranksAreThreads || !monitor.aborted())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("{}rank {} stopped making progress at step {} (injected)",
+                    kRankLostPrefix, rank, step));
+  }
+
   /// Returns once every rank has called it (a checkpoint's parts are all
   /// written): a token to rank 0 from each rank, then one back. Each
   /// channel's earlier messages of the step are already consumed, so the
@@ -464,6 +493,26 @@ private:
     if (!err)
       return llvm::Error::success();
     std::string message = llvm::toString(std::move(err));
+    if (message == "no progress" && monitor.timedOut() && options.train) {
+      // Training stalls only when a rank died or hangs: name the rank this
+      // one waits on, and the step.
+      monitor.abort();
+      int peer = -1;
+      if (at < ops.size()) {
+        const sched::PlanOp &op = ops[at];
+        if (op.kind == sched::PlanOp::Kind::Group && !op.ops.empty())
+          peer = op.ops.front().peer;
+        else if (op.kind != sched::PlanOp::Kind::Compute)
+          peer = op.peer;
+      }
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("{}rank {} sent nothing for {} s at step {} (rank {} "
+                      "waits for {})",
+                      kRankLostPrefix,
+                      peer >= 0 ? std::to_string(peer) : std::string("?"),
+                      monitor.timeoutSeconds(), currentStep, rank, what));
+    }
     if (message == "no progress")
       return fail(at, monitor.giveUpReason(what));
     return fail(at, fmt::format("{}: {}", what, message));
@@ -525,6 +574,8 @@ private:
   std::deque<Outstanding> outstanding;
   RankResult result;
   int computes = 0;
+  /// Training: the step running.
+  int currentStep = 0;
   /// Training: this rank's model pieces, and the attention of each layer
   /// that runs here (created when first needed).
   RankModels models;
@@ -557,6 +608,7 @@ llvm::Expected<RankResult> RankRunner::run() {
     hooks.rank = rank;
     hooks.ranks = plan.numRanks();
     hooks.barrier = [&] { return barrier(); };
+    hooks.atStep = [&](int step) { return atStep(step); };
     if (llvm::Error err = trainSteps(
             plan, models, train, [&] { return runStream(); }, result.losses,
             hooks))

@@ -48,7 +48,20 @@ struct TrainOptions {
   /// Start from the newest valid checkpoint in `checkpointDir`; `steps`
   /// stays the total.
   bool resume = false;
+  /// Fault injection for tests (--inject-failure=RANK:STEP[:kill|hang]): at
+  /// the start of step `injectStep`, rank `injectRank` dies (kill: on mpi
+  /// the process SIGKILLs itself, on local its thread fails) or stops
+  /// making progress (hang). Negative rank: none.
+  int injectRank = -1, injectStep = 0;
+  bool injectHang = false;
 };
+
+/// Exit status of stagecraft-run when a rank was lost (died or stopped
+/// making progress): the job can be re-planned on the surviving ranks and
+/// resumed from its last checkpoint. Bad input and bugs exit with 1.
+constexpr int kExitRankLost = 75;
+/// Every message of a lost rank starts with this.
+constexpr const char *kRankLostPrefix = "rank lost: ";
 
 /// The host stages \p train asks for: the reference, or the device model.
 kernels::StageFactory hostStagesFor(const TrainOptions &train);
@@ -61,6 +74,9 @@ struct ExecOptions {
   /// Fault injection for tests: after this many instructions, the rank
   /// kills itself (SIGKILL). Negative: never.
   int killAfter = -1;
+  /// Ranks are threads of this process (local): an injected failure fails
+  /// the thread instead of killing the process.
+  bool ranksAreThreads = false;
 };
 
 struct MeasuredAction {
@@ -144,6 +160,8 @@ struct TrainHooks {
   int rank = 0, ranks = 1;
   /// Returns once every writer has written its part (none: one writer).
   std::function<llvm::Error()> barrier;
+  /// Called at the start of each step (may be empty).
+  std::function<llvm::Error(int step)> atStep;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Runtime.h"
+
+#include "llvm/ADT/StringExtras.h"
 #include "runtime/Options.h"
 
 #include "scheduler/ChromeTrace.h"
@@ -115,7 +117,9 @@ llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
   Clock::time_point start = Clock::now();
   return runRankThreads(p, [&](int r) {
     std::unique_ptr<Communicator> comm = fabric.communicator(r);
-    return executeRank(plan, r, *comm, monitor, start, options.exec);
+    ExecOptions exec = options.exec;
+    exec.ranksAreThreads = true;
+    return executeRank(plan, r, *comm, monitor, start, exec);
   });
 }
 
@@ -146,6 +150,13 @@ llvm::Expected<RunReport> stagecraft::runtime::runRankThreads(
   }
   if (errors.empty())
     errors = stopped;
+  // A lost rank is the cause; the others' stalls follow from it.
+  std::string lost;
+  for (llvm::StringRef line : llvm::split(errors, '\n'))
+    if (line.contains(kRankLostPrefix) && !line.contains(" sent nothing for "))
+      lost += (lost.empty() ? "" : "\n") + line.str();
+  if (!lost.empty())
+    errors = lost;
   if (!errors.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), errors);
   finish(report);

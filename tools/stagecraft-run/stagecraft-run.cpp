@@ -149,6 +149,12 @@ static cl::opt<bool> resume(
     cl::desc("start from the newest valid checkpoint in --checkpoint-dir, "
              "whatever its stage split, rank count or kind; --steps stays the "
              "total"));
+static cl::opt<std::string> injectFailure(
+    "inject-failure", cl::cat(trainCategory),
+    cl::desc("testing: RANK:STEP[:kill|hang]: at the start of training step "
+             "STEP, RANK dies (kill, the default: on mpi the process kills "
+             "itself, on local its thread fails) or stops making progress "
+             "(hang); the run then exits with status 75 (a lost rank)"));
 static cl::opt<std::string> dumpWeights(
     "dump-weights", cl::cat(trainCategory),
     cl::desc("directory for each stage's weights after the last step"));
@@ -238,8 +244,12 @@ static std::string commandLine;
 
 static int run(int rank) {
   auto fail = [&](Error err) {
-    errs() << "stagecraft-run: error: " << toString(std::move(err)) << "\n";
-    return 1;
+    std::string message = toString(std::move(err));
+    errs() << "stagecraft-run: error: " << message << "\n";
+    // A lost rank is re-plannable; anything else is bad input or a bug.
+    return StringRef(message).contains(stagecraft::runtime::kRankLostPrefix)
+               ? stagecraft::runtime::kExitRankLost
+               : 1;
   };
   Expected<double> unit = parseDuration(timeUnit, "time-unit");
   if (!unit)
@@ -258,6 +268,27 @@ static int run(int rank) {
     training.steps = steps;
     training.dumpGrads = dumpGrads;
     training.dumpWeights = dumpWeights;
+    if (!injectFailure.empty()) {
+      SmallVector<StringRef, 3> parts;
+      StringRef(injectFailure).split(parts, ':');
+      int r = -1, st = -1;
+      bool ok = parts.size() >= 2 && parts.size() <= 3 &&
+                !parts[0].getAsInteger(10, r) && r >= 0 &&
+                !parts[1].getAsInteger(10, st) && st >= 0 &&
+                (parts.size() == 2 || parts[2] == "kill" || parts[2] == "hang");
+      if (!ok)
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            "--inject-failure=" + injectFailure +
+                ": expected RANK:STEP[:kill|hang] with RANK and STEP >= 0"));
+      training.injectRank = r;
+      training.injectStep = st;
+      training.injectHang = parts.size() == 3 && parts[2] == "hang";
+      if (reference || backend == "cuda")
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            "--inject-failure runs on the local and mpi backends"));
+    }
     training.checkpointDir = checkpointDir;
     training.resume = resume;
     if (checkpointEvery < 0)
