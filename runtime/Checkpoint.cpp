@@ -79,7 +79,8 @@ static uint32_t crcOf(llvm::StringRef bytes) {
 
 llvm::Error stagecraft::runtime::writeCheckpointPart(
     const std::string &dir, int step, int rank,
-    llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models) {
+    llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models,
+    llvm::ArrayRef<double> losses) {
   std::string tmp = checkpointTempDir(dir, step);
   if (std::error_code ec = fs::create_directories(tmp))
     return fail(fmt::format("cannot create {}: {}", tmp, ec.message()));
@@ -105,8 +106,12 @@ llvm::Error stagecraft::runtime::writeCheckpointPart(
       }
     }
   }
+  json::Array lossList;
+  for (double l : losses)
+    lossList.push_back(l);
   json::Object part{{"rank", rank},
                     {"optimizer_steps", optimizerSteps},
+                    {"losses", std::move(lossList)},
                     {"files", std::move(files)}};
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -158,6 +163,7 @@ llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
   std::string tmp = checkpointTempDir(dir, step);
   json::Array files;
   int optimizerSteps = -1;
+  std::vector<double> losses(step, 0.0);
   for (int r = 0; r < ranks; ++r) {
     std::string path = fmt::format("{}/part-{}.json", tmp, r);
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
@@ -181,11 +187,18 @@ llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
       optimizerSteps = std::max(optimizerSteps, steps);
     for (const json::Value &f : *list)
       files.push_back(f);
+    if (const json::Array *l = obj->getArray("losses"))
+      for (size_t k = 0; k < l->size() && k < losses.size(); ++k)
+        losses[k] += (*l)[k].getAsNumber().value_or(0.0);
   }
+  json::Array lossList;
+  for (double l : losses)
+    lossList.push_back(l);
   json::Object manifest{{"format", kFormat},
                         {"version", kVersion},
                         {"step", step},
                         {"optimizer_steps", std::max(0, optimizerSteps)},
+                        {"losses", std::move(lossList)},
                         {"optimizer", optimizerName(expected.optimizer)},
                         {"model", modelObject(expected)},
                         {"files", std::move(files)}};
@@ -258,6 +271,9 @@ static llvm::Expected<Checkpoint> readOne(const std::string &path,
       static_cast<int>(m->getInteger("optimizer_steps").value_or(0));
   if (c.step < 0)
     return fail(fmt::format("{}: no step", manifestPath));
+  if (const json::Array *l = m->getArray("losses"))
+    for (const json::Value &v : *l)
+      c.losses.push_back(v.getAsNumber().value_or(0.0));
   const json::Array *files = m->getArray("files");
   if (!files || files->empty())
     return fail(fmt::format("{}: lists no files", manifestPath));

@@ -44,9 +44,12 @@ std::string checkpointTempDir(const std::string &dir, int step);
 
 /// Writes \p models' parameters (values and AdamW moments) into
 /// `checkpointTempDir(dir, step)` and `part-RANK.json` listing them.
+/// \p losses: the step losses this rank knows (zeros unless it holds the
+/// last stage), from step 0; the manifest keeps their sum over ranks.
 llvm::Error writeCheckpointPart(
     const std::string &dir, int step, int rank,
-    llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models);
+    llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models,
+    llvm::ArrayRef<double> losses);
 
 /// Rank 0, once every rank's part is written: checks that \p ranks parts are
 /// there, writes the manifest, renames the folder to DIR/step-NNNNNNNN and
@@ -58,6 +61,8 @@ struct Checkpoint {
   std::string path;
   int step = 0;
   int optimizerSteps = 0;
+  /// The loss of every step before `step`.
+  std::vector<double> losses;
   /// File name ("layer3.wqkv.value.bin") to its floats.
   std::map<std::string, std::vector<float>> files;
   /// Checkpoints that were newer but invalid, with why.

@@ -149,6 +149,10 @@ llvm::Error stagecraft::runtime::trainSteps(
     llvm::function_ref<llvm::Error()> pass, std::vector<double> &losses,
     const TrainHooks &hooks) {
   const int last = static_cast<int>(plan.stageNames.size()) - 1;
+  kernels::StageModel *lastStage = nullptr;
+  for (auto &[index, model] : models.all)
+    if (index == last)
+      lastStage = model.get();
   std::vector<std::pair<int, kernels::StageModel *>> pieces;
   for (auto &[index, model] : models.all)
     pieces.push_back({index, model.get()});
@@ -175,6 +179,11 @@ llvm::Error stagecraft::runtime::trainSteps(
     if (llvm::Error err = restoreCheckpoint(*c, pieces))
       return err;
     first = c->step;
+    // The loss log goes on from the checkpoint's (the last stage's rank
+    // reports it; the others' zeros add nothing).
+    if (lastStage)
+      losses = c->losses;
+    losses.resize(first, 0.0);
   }
   if (hooks.firstStep)
     *hooks.firstStep = first;
@@ -183,7 +192,7 @@ llvm::Error stagecraft::runtime::trainSteps(
         (done % train.checkpointEvery != 0 && done != train.steps))
       return llvm::Error::success();
     if (llvm::Error err = writeCheckpointPart(train.checkpointDir, done,
-                                              hooks.rank, pieces))
+                                              hooks.rank, pieces, losses))
       return err;
     if (hooks.barrier)
       if (llvm::Error err = hooks.barrier())
@@ -192,10 +201,6 @@ llvm::Error stagecraft::runtime::trainSteps(
       return llvm::Error::success();
     return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
   };
-  kernels::StageModel *lastStage = nullptr;
-  for (auto &[index, model] : models.all)
-    if (index == last)
-      lastStage = model.get();
   auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
     if (dir.empty())
       return llvm::Error::success();

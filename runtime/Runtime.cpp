@@ -342,8 +342,10 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   if (train) {
     const TrainOptions &t = *options.exec.train;
     for (size_t k = 0; k < report.losses.size(); ++k)
-      out += fmt::format("step {} loss {:.6f}\n", report.firstStep + k,
-                         report.losses[k]);
+      out += fmt::format("step {} loss {:.6f}{}\n", k, report.losses[k],
+                         static_cast<int>(k) < report.firstStep
+                             ? " (before the checkpoint resumed from)"
+                             : "");
     double tokens = static_cast<double>(steps) * plan.microbatches *
                     t.model.tokens();
     out += fmt::format("trained {} steps x {} microbatches x {} tokens in "

@@ -35,7 +35,8 @@ struct RunReport {
   std::vector<RankResult> ranks;
   /// Longest rank wall time, in seconds.
   double wall = 0.0;
-  /// Training: the mean loss of each step run, from `firstStep` on.
+  /// Training: the mean loss of every step from 0; those before
+  /// `firstStep` come from the checkpoint resumed from.
   std::vector<double> losses;
   int firstStep = 0;
 };
