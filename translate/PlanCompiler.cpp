@@ -16,6 +16,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -44,6 +45,19 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
   OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
   if (!module)
     return fail("cannot parse the spec");
+  if (options.ranks > 0) {
+    for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
+      for (StageOp stage : pipeline.getStages())
+        if (stage.getRankAttr())
+          return fail(fmt::format("stage @{} is pinned to a rank; re-planning "
+                                  "on {} ranks needs a spec without pins",
+                                  stage.getSymName().str(), options.ranks));
+      pipeline.setRanksAttr(
+          IntegerAttr::get(IntegerType::get(&context, 64), options.ranks));
+    }
+    if (failed(mlir::verify(*module)))
+      return fail(fmt::format("does not verify on {} ranks", options.ranks));
+  }
   if (!options.kind.empty()) {
     PassManager pm(&context);
     PipeSchedulePassOptions pass;

@@ -24,6 +24,9 @@ struct CompileOptions {
   double memoryLimit = 0.0;
   /// --pipe-schedule's recompute= (empty: its default).
   std::string recompute;
+  /// When > 0: schedule the spec's pipelines on this many ranks instead of
+  /// their own count (re-planning on the surviving ranks).
+  int ranks = 0;
   double timeLimit = 10.0;
   /// Which schedule, when the file holds several.
   std::string scheduleName;

@@ -15,11 +15,15 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -76,6 +80,28 @@ static cl::opt<std::string> recompute(
     "recompute", cl::cat(runCategory),
     cl::desc("with --schedule: none, full, selective or auto (default: auto "
              "when the spec has a capacity, else none; helix: full)"));
+static cl::opt<int> ranksOverride(
+    "ranks", cl::init(0), cl::cat(runCategory),
+    cl::desc("with a spec: schedule it on this many ranks instead of its "
+             "ranks(N) (re-planning on surviving ranks; default 0: the "
+             "spec's)"));
+static cl::opt<bool> elastic(
+    "elastic", cl::cat(trainCategory),
+    cl::desc("supervise training: when a rank is lost (exit 75), re-plan the "
+             "spec for one rank fewer (the same --schedule when it still "
+             "applies, else auto), verify it and resume from the last "
+             "checkpoint; needs a spec, --schedule, --train and "
+             "--checkpoint-dir (options in --name=value form)"));
+static cl::opt<int> maxFailures(
+    "max-failures", cl::init(3), cl::cat(trainCategory),
+    cl::desc("with --elastic: give up after this many lost ranks (default "
+             "3)"));
+static cl::opt<std::string> launcher(
+    "launcher", cl::cat(trainCategory),
+    cl::desc("with --elastic: the command that starts each attempt, {ranks} "
+             "replaced by the rank count, e.g. \"mpirun --allow-run-as-root "
+             "--oversubscribe -np {ranks}\" (the attempts then run "
+             "--backend=mpi); default: in one process on the local backend"));
 static cl::opt<std::string> scheduleName(
     "schedule-name", cl::cat(runCategory),
     cl::desc("which pipe.schedule of a spec to run (default: the only one)"));
@@ -224,6 +250,7 @@ static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
     options.scheduleName = scheduleName;
     options.unitBytes = unitBytes;
     options.minMessageBytes = minMessageBytes;
+    options.ranks = ranksOverride;
     return stagecraft::pipe::compileSpecFile(input, options);
   }
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
@@ -460,6 +487,160 @@ static int run(int rank) {
   return 0;
 }
 
+/// Compiles the spec for \p ranks ranks as \p kind, timing it.
+static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
+                                     double &ms) {
+  stagecraft::pipe::CompileOptions options;
+  options.kind = kind;
+  options.chunks = kind == "interleaved-1f1b" ? int(chunks) : 0;
+  options.memoryLimit = memoryLimit;
+  options.recompute = recompute;
+  options.unitBytes = unitBytes;
+  options.ranks = ranks;
+  auto t0 = std::chrono::steady_clock::now();
+  Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
+  ms = std::chrono::duration<double, std::milli>(
+           std::chrono::steady_clock::now() - t0)
+           .count();
+  return plan;
+}
+
+/// Whether \p dir holds a completed checkpoint folder.
+static bool hasCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef name = sys::path::filename(it->path());
+    if (name.starts_with("step-") && !name.ends_with(".tmp") &&
+        sys::fs::exists(it->path() + "/manifest.json"))
+      return true;
+  }
+  return false;
+}
+
+/// --elastic: runs attempts as child processes of this binary; after each
+/// lost rank, re-plans for one rank fewer and resumes.
+static int superviseElastic(int argc, char **argv) {
+  auto stop = [](const std::string &message, int rc) {
+    errs() << "stagecraft-run: elastic: " << message << "\n";
+    return rc;
+  };
+  if (!train || checkpointDir.empty() || scheduleKind.empty() ||
+      !StringRef(input).ends_with(".mlir"))
+    return stop("--elastic needs a spec (.mlir), --schedule, --train and "
+                "--checkpoint-dir",
+                1);
+  double ms = 0.0;
+  std::string kind = scheduleKind;
+  Expected<sched::Plan> first = planFor(ranksOverride, kind, ms);
+  if (!first)
+    return stop(toString(first.takeError()), 1);
+  int ranks = first->numRanks();
+  std::string self = sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&superviseElastic));
+  // The attempt's own options: everything but the supervisor's, and those
+  // set per attempt.
+  std::vector<std::string> kept;
+  for (int k = 1; k < argc; ++k) {
+    StringRef a(argv[k]);
+    bool drop = false;
+    for (StringRef flag : {"--elastic", "-elastic", "--max-failures",
+                           "-max-failures", "--launcher", "-launcher",
+                           "--ranks", "-ranks", "--resume", "-resume"})
+      drop |= a == flag || a.starts_with((flag + "=").str());
+    drop |= a.starts_with("--schedule=") || a.starts_with("-schedule=");
+    if (!drop)
+      kept.push_back(a.str());
+  }
+  bool resumeNext = resume, injectNext = true;
+  int failures = 0;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<std::string> args;
+    if (!launcher.empty()) {
+      SmallVector<StringRef, 8> words;
+      StringRef(launcher).split(words, ' ', -1, /*KeepEmpty=*/false);
+      for (StringRef w : words) {
+        std::string word = w.str();
+        size_t at = word.find("{ranks}");
+        if (at != std::string::npos)
+          word.replace(at, 7, std::to_string(ranks));
+        args.push_back(word);
+      }
+    }
+    args.push_back(self);
+    for (const std::string &a : kept)
+      if (injectNext || !StringRef(a).contains("inject-failure"))
+        if (launcher.empty() || !StringRef(a).contains("-backend"))
+          args.push_back(a);
+    if (!launcher.empty())
+      args.push_back("--backend=mpi");
+    args.push_back("--ranks=" + std::to_string(ranks));
+    args.push_back("--schedule=" + kind);
+    if (resumeNext)
+      args.push_back("--resume");
+    std::string shown;
+    for (const std::string &a : args)
+      shown += (shown.empty() ? "" : " ") + a;
+    outs() << "elastic: attempt " << attempt << " on " << ranks << " ranks ("
+           << kind << "): " << shown << "\n";
+    outs().flush();
+    std::vector<StringRef> refs(args.begin(), args.end());
+    ErrorOr<std::string> program = sys::findProgramByName(args.front());
+    if (!program)
+      return stop("cannot find " + args.front(), 1);
+    std::string error;
+    int rc = sys::ExecuteAndWait(*program, refs, std::nullopt, {}, 0, 0,
+                                 &error);
+    if (rc == 0) {
+      outs() << "elastic: finished after " << failures << " lost rank"
+             << (failures == 1 ? "" : "s") << "\n";
+      return 0;
+    }
+    // Under a launcher, a killed process ends the job with a signal status.
+    bool lost = rc == stagecraft::runtime::kExitRankLost ||
+                (!launcher.empty() && rc > 128);
+    if (!lost)
+      return stop(fmt::format("attempt {} failed with status {} (not a lost "
+                              "rank){}",
+                              attempt, rc, error.empty() ? "" : ": " + error),
+                  rc < 0 ? 1 : rc);
+    if (++failures > maxFailures)
+      return stop(fmt::format("stopping after {} lost ranks (--max-failures={})",
+                              failures, int(maxFailures)),
+                  stagecraft::runtime::kExitRankLost);
+    if (ranks - 1 < 1)
+      return stop("no rank is left to re-plan on",
+                  stagecraft::runtime::kExitRankLost);
+    // Re-plan for the survivors: the same kind where it still applies.
+    Expected<sched::Plan> plan = planFor(ranks - 1, kind, ms);
+    std::string why;
+    if (!plan) {
+      why = toString(plan.takeError());
+      double autoMs = 0.0;
+      plan = planFor(ranks - 1, "auto", autoMs);
+      if (!plan)
+        return stop(fmt::format("no plan fits the {} surviving ranks: as {}: "
+                                "{}; as auto: {}",
+                                ranks - 1, kind, why,
+                                toString(plan.takeError())),
+                    stagecraft::runtime::kExitRankLost);
+      ms += autoMs;
+      kind = "auto";
+    }
+    ranks -= 1;
+    resumeNext = hasCheckpoint(checkpointDir);
+    injectNext = false;
+    outs() << fmt::format("elastic: rank lost (status {}); re-planned for {} "
+                          "ranks as {} and verified in {:.1f} ms{}; {}\n",
+                          rc, ranks, kind, ms,
+                          why.empty() ? "" : " (the old kind does not apply: " +
+                                                 why + ")",
+                          resumeNext ? "resuming from the last checkpoint"
+                                     : "no checkpoint yet: starting over");
+    outs().flush();
+  }
+}
+
 int main(int argc, char **argv) {
   stagecraft::addVersionPrinter();
   // --help lists Stagecraft's options only (LLVM's back-end options are
@@ -467,6 +648,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&runCategory, &trainCategory});
   cl::ParseCommandLineOptions(argc, argv, "Stagecraft pipeline runtime\n");
   commandLine = stagecraft::runtime::quoteCommandLine(argc, argv);
+  if (elastic)
+    return superviseElastic(argc, argv);
   if (backend != "local" && backend != "mpi" && backend != "cuda") {
     errs() << "stagecraft-run: error: unknown --backend=" << backend
            << "; expected local, mpi or cuda\n";
