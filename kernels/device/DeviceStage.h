@@ -132,6 +132,12 @@ public:
   void backwardInput(int mb, const float *outputGrad,
                      float *inputGrad) override;
   void backwardWeight(int mb) override;
+  /// Full and selective recomputation as the reference stages do them
+  /// (Model.h): the same code re-run on the same inputs.
+  llvm::Error setRecompute(std::vector<Recompute> perMicrobatch) override {
+    recompute = std::move(perMicrobatch);
+    return llvm::Error::success();
+  }
 
   Dev &device() { return *dev; }
 
@@ -181,7 +187,17 @@ private:
     std::vector<BlockStash> blocks;
     Vec dEmbedded;                       // first stage
     Vec xhatf, invf, hf, dlogits, dhf;   // last stage
+    Vec input;                           // full recomputation, not first
   };
+  Recompute modeOf(int mb) const {
+    return mb >= 0 && mb < static_cast<int>(recompute.size())
+               ? recompute[mb]
+               : Recompute::None;
+  }
+  /// The forward of \p mb into \p st, keeping what \p mode keeps (full:
+  /// one layer's intermediates at a time, dropped).
+  void runForward(int mb, const float *input, float *output,
+                  MicrobatchStash &st, Recompute mode);
 
   void add(const std::string &name) {
     host.push_back(initialParameter(c, name));
@@ -250,6 +266,7 @@ private:
   std::vector<DeviceParam> params;
   std::map<int, MicrobatchStash> stash;
   std::map<int, Buf<double>> losses;
+  std::vector<Recompute> recompute;
   /// A call out of order (I before F, W before I), reported by status().
   std::string misuse;
 };
@@ -309,10 +326,23 @@ void DeviceStage<Dev>::attentionBackward(BlockStash &s, const float *dattn,
 
 template <class Dev>
 void DeviceStage<Dev>::forward(int mb, const float *input, float *output) {
-  const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
   MicrobatchStash &st = stash[mb];
+  st = MicrobatchStash{};
+  Recompute mode = modeOf(mb);
+  if (mode == Recompute::Full && !first)
+    copy(st.input, input, tokensTimes(c.hidden));
+  runForward(mb, input, output, st, mode);
+}
+
+template <class Dev>
+void DeviceStage<Dev>::runForward(int mb, const float *input, float *output,
+                                  MicrobatchStash &st, Recompute mode) {
+  const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
+  const bool full = mode == Recompute::Full;
+  BlockStash scratch;
+  MicrobatchStash scratchHead;
   st.blocks.clear();
-  st.blocks.resize(numLayers);
+  st.blocks.resize(full ? 0 : numLayers);
   Vec x = vec(tokensTimes(H));
   if (first)
     dev->forEach(T * H, EmbedForward{tokens(mb), H, param(0).value.get(),
@@ -321,7 +351,9 @@ void DeviceStage<Dev>::forward(int mb, const float *input, float *output) {
     dev->copy(x.get(), input, tokensTimes(H) * 4);
   for (int l = 0; l < numLayers; ++l) {
     Layer w = layer(l);
-    BlockStash &s = st.blocks[l];
+    if (full)
+      scratch = BlockStash{};
+    BlockStash &s = full ? scratch : st.blocks[l];
     // Pre-attention: qkv = RMSNorm(x) Wqkv.
     s.x = std::move(x);
     rms(T, H, s.x.get(), w.g1->value.get(), s.h1, s.xhat1, s.inv1);
@@ -329,6 +361,8 @@ void DeviceStage<Dev>::forward(int mb, const float *input, float *output) {
     mm(false, false, T, 3 * H, H, s.h1.get(), w.wqkv->value.get(), s.qkv.get(),
        false);
     attentionForward(s);
+    if (mode == Recompute::Selective)
+      s.probs.reset();
     // Post-attention: x1 = x + attn Wo; out = x1 + GELU(RMSNorm(x1) W1) W2.
     copy(s.x1, s.x.get(), tokensTimes(H));
     mm(false, false, T, H, H, s.attn.get(), w.wo->value.get(), s.x1.get(),
@@ -346,15 +380,16 @@ void DeviceStage<Dev>::forward(int mb, const float *input, float *output) {
     return;
   }
   // Final norm, head, cross-entropy (mean over tokens and microbatches).
-  rms(T, H, x.get(), finalNorm().value.get(), st.hf, st.xhatf, st.invf);
+  MicrobatchStash &h = full ? scratchHead : st;
+  rms(T, H, x.get(), finalNorm().value.get(), h.hf, h.xhatf, h.invf);
   Vec logits = vec(tokensTimes(V));
-  mm(false, false, T, V, H, st.hf.get(), head().value.get(), logits.get(),
+  mm(false, false, T, V, H, h.hf.get(), head().value.get(), logits.get(),
      false);
-  st.dlogits = vec(tokensTimes(V));
+  h.dlogits = vec(tokensTimes(V));
   Buf<double> perToken(*dev, T);
   const float norm = 1.0f / (static_cast<float>(T) * c.microbatches);
   dev->forEach(T, CrossEntropy{tokens(mb), V, norm, logits.get(),
-                               st.dlogits.get(), perToken.get()});
+                               h.dlogits.get(), perToken.get()});
   losses[mb] = std::move(perToken);
 }
 
@@ -369,6 +404,23 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
     return;
   }
   MicrobatchStash &st = found->second;
+  // Re-derive what the forward did not keep: the same code on the same
+  // inputs, so the stash is bitwise the one a plain forward keeps.
+  switch (modeOf(mb)) {
+  case Recompute::None:
+    break;
+  case Recompute::Full: {
+    Vec in = std::move(st.input);
+    Vec out = vec(last ? 1 : tokensTimes(H));
+    runForward(mb, first ? nullptr : in.get(), out.get(), st,
+               Recompute::None);
+    break;
+  }
+  case Recompute::Selective:
+    for (BlockStash &s : st.blocks)
+      attentionForward(s);
+    break;
+  }
   Vec dx = vec(tokensTimes(H));
   if (last) {
     st.dhf = vec(tokensTimes(H));

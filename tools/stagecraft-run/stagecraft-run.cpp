@@ -332,6 +332,11 @@ static int run(int rank) {
         checkpointDir.empty() ? 0
                               : (checkpointEvery > 0 ? int(checkpointEvery)
                                                      : int(steps));
+    if (!checkpointDir.empty() && modelCode == "device")
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "checkpoints save the reference stages' weights; --model=device "
+          "keeps its own in device memory and is not checkpointed yet"));
     if (!checkpointDir.empty() && backend == "cuda")
       return fail(createStringError(
           inconvertibleErrorCode(),
