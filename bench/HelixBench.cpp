@@ -48,25 +48,6 @@ struct Device {
 constexpr int kRanks = 8, kTensor = 8, kMicrobatches = 16;
 constexpr double kNvlink = 4e11;
 
-/// Per-GPU costs of one layer: compute / 8, activations / 8 (sequence
-/// parallel), the collectives on the linear parts.
-LayerCosts perGpu(const TransformerShape &shape) {
-  LayerCosts c = layerCosts(shape);
-  const double t = kTensor;
-  for (double *time : {&c.blockForward, &c.blockBackward, &c.attentionForward,
-                       &c.attentionBackward, &c.headForward, &c.headBackward})
-    *time /= t;
-  double collectives = 4 * (t - 1) / t * c.hiddenBytes / kNvlink;
-  c.blockForward += collectives;
-  c.blockBackward += collectives;
-  for (double *bytes :
-       {&c.hiddenBytes, &c.qkvBytes, &c.storedBytes, &c.blockInputBytes,
-        &c.attentionKeptBytes, &c.mlpIntermediateBytes, &c.layerParamBytes,
-        &c.embeddingParamBytes})
-    *bytes /= t;
-  return c;
-}
-
 struct Result {
   double makespan = std::numeric_limits<double>::infinity();
   double peak = 0.0;
@@ -176,7 +157,7 @@ int main(int argc, char **argv) {
       TransformerShape shape;
       shape.sequence = seq;
       shape.flops = device.flops;
-      LayerCosts c = perGpu(shape);
+      LayerCosts c = tensorParallelCosts(layerCosts(shape), kTensor, kNvlink);
       Problem eight =
           *layerPipelineProblem(shape, c, link, kRanks, kRanks, kMicrobatches);
       Problem sixteen = *layerPipelineProblem(shape, c, link, kRanks,

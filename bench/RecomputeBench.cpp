@@ -43,25 +43,6 @@ struct Model {
   int layers, hidden, heads, tensor;
 };
 
-LayerCosts perGpu(const TransformerShape &shape, int tensor) {
-  LayerCosts c = layerCosts(shape);
-  if (tensor == 1)
-    return c;
-  const double t = tensor;
-  for (double *time : {&c.blockForward, &c.blockBackward, &c.attentionForward,
-                       &c.attentionBackward, &c.headForward, &c.headBackward})
-    *time /= t;
-  double collectives = 4 * (t - 1) / t * c.hiddenBytes / 3e11;
-  c.blockForward += collectives;
-  c.blockBackward += collectives;
-  for (double *bytes :
-       {&c.hiddenBytes, &c.qkvBytes, &c.storedBytes, &c.blockInputBytes,
-        &c.attentionKeptBytes, &c.mlpIntermediateBytes, &c.layerParamBytes,
-        &c.embeddingParamBytes})
-    *bytes /= t;
-  return c;
-}
-
 struct Run {
   std::string what;
   double makespan = std::numeric_limits<double>::infinity();
@@ -106,7 +87,8 @@ int main(int argc, char **argv) {
       shape.heads = model.heads;
       shape.sequence = seq;
       shape.flops = 0.5 * 312e12;
-      LayerCosts c = perGpu(shape, model.tensor);
+      LayerCosts c =
+          tensorParallelCosts(layerCosts(shape), model.tensor, 3e11);
       Problem eight = *layerPipelineProblem(shape, c, link, kRanks, kRanks,
                                             kMicrobatches);
       Problem sixteen = *layerPipelineProblem(shape, c, link, kRanks,

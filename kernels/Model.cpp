@@ -140,16 +140,6 @@ ActivationBytes stagecraft::kernels::activationBytes(const ModelConfig &c,
   return b;
 }
 
-llvm::Error LayerStage::setRecompute(std::vector<Recompute> perMicrobatch) {
-  for (Recompute r : perMicrobatch)
-    if (r != Recompute::None)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "recomputation runs on the host stages (backends local and mpi); "
-          "this stage cannot recompute");
-  return llvm::Error::success();
-}
-
 struct Stage::Impl {
   ModelConfig c;
   int index, numStages, firstLayer, layers;
@@ -161,16 +151,10 @@ struct Stage::Impl {
             *head = nullptr;
   std::map<int, MicrobatchStash> stash;
   std::map<int, double> losses;
-  std::vector<Recompute> recompute;
   ActivationMeter *meter = nullptr;
   /// Bytes last reported to the meter per microbatch.
   std::map<int, int64_t> reported;
 
-  Recompute modeOf(int mb) const {
-    return mb >= 0 && mb < static_cast<int>(recompute.size())
-               ? recompute[mb]
-               : Recompute::None;
-  }
   /// Reports the change in what microbatch \p mb holds.
   void account(int mb) {
     if (!meter)
@@ -416,7 +400,7 @@ void Stage::forward(int mb, const float *input, float *output) {
   const int T = m.c.tokens(), H = m.c.hidden;
   MicrobatchStash &st = m.stash[mb];
   st = MicrobatchStash{};
-  Recompute mode = m.modeOf(mb);
+  Recompute mode = recomputeOf(mb);
   if (mode == Recompute::Full && !m.first)
     st.input.assign(input, input + static_cast<size_t>(T) * H);
   m.runForward(mb, input, output, st, mode);
@@ -429,7 +413,7 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   MicrobatchStash &st = m.stash.at(mb);
   // Re-materialize what the forward did not keep: the same code on the same
   // inputs, so the stash is bitwise the one a plain forward keeps.
-  switch (m.modeOf(mb)) {
+  switch (recomputeOf(mb)) {
   case Recompute::None:
     break;
   case Recompute::Full: {
@@ -465,11 +449,6 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   else
     std::copy(dx.begin(), dx.end(), inputGrad);
   m.account(mb);
-}
-
-llvm::Error Stage::setRecompute(std::vector<Recompute> perMicrobatch) {
-  impl->recompute = std::move(perMicrobatch);
-  return llvm::Error::success();
 }
 
 bool Stage::setMeter(ActivationMeter *meter) {

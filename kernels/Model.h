@@ -129,9 +129,15 @@ struct ActivationMeter {
 /// in the memory the stage computes in (host, or the device's).
 class LayerStage : public StageModel {
 public:
-  /// Per microbatch, what its forward keeps (missing: None). Fails where
-  /// the stage cannot recompute.
-  virtual llvm::Error setRecompute(std::vector<Recompute> perMicrobatch);
+  /// Per microbatch, what its forward keeps (missing: None).
+  void setRecompute(std::vector<Recompute> perMicrobatch) {
+    recompute = std::move(perMicrobatch);
+  }
+  Recompute recomputeOf(int mb) const {
+    return mb >= 0 && mb < static_cast<int>(recompute.size())
+               ? recompute[mb]
+               : Recompute::None;
+  }
   /// Reports the activation bytes held to \p meter (null: none); stages
   /// that cannot count them leave it untouched and return false.
   virtual bool setMeter(ActivationMeter *meter) { return false; }
@@ -144,6 +150,9 @@ public:
                              float *inputGrad) = 0;
   /// W: accumulates this microbatch's weight gradients.
   virtual void backwardWeight(int mb) = 0;
+
+private:
+  std::vector<Recompute> recompute;
 };
 
 /// The reference: on the host, GEMMs through OpenBLAS.
@@ -165,7 +174,6 @@ public:
   void backwardWeight(int mb) override;
   /// Cross-entropy of microbatch \p mb (last stage, after its forward).
   double loss(int mb) const override;
-  llvm::Error setRecompute(std::vector<Recompute> perMicrobatch) override;
   bool setMeter(ActivationMeter *meter) override;
 
   std::vector<Parameter> &parameters() override;

@@ -157,6 +157,13 @@ completeCheckpoints(const std::string &dir) {
   return found;
 }
 
+bool stagecraft::runtime::hasCheckpoint(const std::string &dir) {
+  for (auto &[step, path] : completeCheckpoints(dir))
+    if (fs::exists(path + "/manifest.json"))
+      return true;
+  return false;
+}
+
 llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
                                                   int step, int ranks,
                                                   const CheckpointModel &expected) {

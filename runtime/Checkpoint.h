@@ -57,6 +57,10 @@ llvm::Error writeCheckpointPart(
 llvm::Error finishCheckpoint(const std::string &dir, int step, int ranks,
                              const CheckpointModel &expected);
 
+/// Whether \p dir holds a checkpoint folder with its manifest (not yet
+/// validated: `loadCheckpoint` does that).
+bool hasCheckpoint(const std::string &dir);
+
 struct Checkpoint {
   std::string path;
   int step = 0;

@@ -111,11 +111,7 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
       std::vector<kernels::Recompute> recompute(plan.microbatches);
       for (int m = 0; m < plan.microbatches; ++m)
         recompute[m] = static_cast<kernels::Recompute>(plan.recompute.at(s, m));
-      if (llvm::Error err = (*stage)->setRecompute(std::move(recompute)))
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            fmt::format("stage @{} on {}: {}", plan.stageNames[s], where.where,
-                        llvm::toString(std::move(err))));
+      (*stage)->setRecompute(std::move(recompute));
       models.metered &= (*stage)->setMeter(models.meter.get());
       models.stages[s] = stage->get();
       models.all.emplace_back(s, std::move(*stage));
@@ -791,14 +787,5 @@ stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
     stage.selectiveCost = 0.0;
     problem.stages.push_back(stage);
   }
-  sched::Schedule schedule;
-  schedule.placement = plan.placement;
-  schedule.recompute = plan.recompute;
-  for (const sched::PlanRank &rank : plan.ranks) {
-    schedule.ranks.emplace_back();
-    for (const sched::PlanOp &op : rank.ops)
-      if (op.kind == sched::PlanOp::Kind::Compute)
-        schedule.ranks.back().push_back(op.action);
-  }
-  return sched::peakMemoryByOrder(problem, schedule);
+  return sched::peakMemoryByOrder(problem, plan.computeSchedule());
 }

@@ -379,11 +379,8 @@ llvm::Error stagecraft::runtime::writeRunTrace(const sched::Plan &plan,
     stage.name = s;
     names.stages.push_back(stage);
   }
-  std::vector<std::vector<sched::Action>> computes(plan.numRanks());
-  for (int r = 0; r < plan.numRanks(); ++r)
-    for (const sched::PlanOp &op : plan.ranks[r].ops)
-      if (op.kind == sched::PlanOp::Kind::Compute)
-        computes[r].push_back(op.action);
+  const std::vector<std::vector<sched::Action>> computes =
+      plan.computeSchedule().ranks;
   sched::Timeline measured, simulated;
   measured.ranks.resize(plan.numRanks());
   simulated.ranks.resize(plan.numRanks());

@@ -143,6 +143,25 @@ LayerCosts stagecraft::pipe::sched::layerCosts(const TransformerShape &t) {
   return c;
 }
 
+LayerCosts stagecraft::pipe::sched::tensorParallelCosts(const LayerCosts &c,
+                                                        int tensor,
+                                                        double bandwidth) {
+  LayerCosts g = c;
+  const double t = tensor;
+  for (double *time : {&g.blockForward, &g.blockBackward, &g.attentionForward,
+                       &g.attentionBackward, &g.headForward, &g.headBackward})
+    *time /= t;
+  double collectives = 4 * (t - 1) / t * c.hiddenBytes / bandwidth;
+  g.blockForward += collectives;
+  g.blockBackward += collectives;
+  for (double *bytes :
+       {&g.hiddenBytes, &g.qkvBytes, &g.storedBytes, &g.blockInputBytes,
+        &g.attentionKeptBytes, &g.mlpIntermediateBytes, &g.layerParamBytes,
+        &g.embeddingParamBytes})
+    *bytes /= t;
+  return g;
+}
+
 double stagecraft::pipe::sched::helixRematerializedBytes(const LayerCosts &c,
                                                          int mlpChunks) {
   double linear = c.storedBytes - c.attentionKeptBytes;

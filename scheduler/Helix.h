@@ -64,6 +64,14 @@ struct LayerCosts {
 /// attention 2 b S^2 h forward, backwards twice their forwards.
 LayerCosts layerCosts(const TransformerShape &shape);
 
+/// Per-GPU costs of \p c with \p tensor-way tensor + sequence parallelism
+/// inside a pipeline rank: compute, activations, messages and parameters
+/// divided by \p tensor, plus the collectives (per layer, 2 all-gathers and
+/// 2 reduce-scatters of one hidden state each way, each moving
+/// (tensor - 1) / tensor of it) at \p bandwidth bytes/s on the linear parts.
+LayerCosts tensorParallelCosts(const LayerCosts &c, int tensor,
+                               double bandwidth);
+
 struct Link {
   double latency = 1e-5;  // seconds
   double bandwidth = 1e11; // bytes per second

@@ -105,6 +105,9 @@ struct Plan {
   std::vector<PlanRank> ranks;
 
   int numRanks() const { return static_cast<int>(ranks.size()); }
+  /// The compute actions alone, with the placement and recomputation, as a
+  /// schedule.
+  Schedule computeSchedule() const;
 };
 
 struct BufferStats {

@@ -339,15 +339,7 @@ static llvm::Error checkComputes(const Plan &plan) {
                       *std::max_element(plan.placement.begin(),
                                         plan.placement.end()),
                       plan.numRanks()));
-  Schedule schedule;
-  schedule.placement = plan.placement;
-  schedule.recompute = plan.recompute;
-  for (const PlanRank &rank : plan.ranks) {
-    schedule.ranks.emplace_back();
-    for (const PlanOp &op : rank.ops)
-      if (op.kind == PlanOp::Kind::Compute)
-        schedule.ranks.back().push_back(op.action);
-  }
+  Schedule schedule = plan.computeSchedule();
   if (llvm::Error err = validateProblem(problem))
     return err;
   return verifySchedule(problem, schedule);
@@ -482,4 +474,17 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
   if (llvm::Error err = checkComputes(plan))
     return reader.fail("schedule", llvm::toString(std::move(err)));
   return plan;
+}
+
+Schedule Plan::computeSchedule() const {
+  Schedule schedule;
+  schedule.placement = placement;
+  schedule.recompute = recompute;
+  for (const PlanRank &rank : ranks) {
+    schedule.ranks.emplace_back();
+    for (const PlanOp &op : rank.ops)
+      if (op.kind == PlanOp::Kind::Compute)
+        schedule.ranks.back().push_back(op.action);
+  }
+  return schedule;
 }

@@ -132,12 +132,6 @@ public:
   void backwardInput(int mb, const float *outputGrad,
                      float *inputGrad) override;
   void backwardWeight(int mb) override;
-  /// Full and selective recomputation as the reference stages do them
-  /// (Model.h): the same code re-run on the same inputs.
-  llvm::Error setRecompute(std::vector<Recompute> perMicrobatch) override {
-    recompute = std::move(perMicrobatch);
-    return llvm::Error::success();
-  }
 
   Dev &device() { return *dev; }
 
@@ -189,13 +183,9 @@ private:
     Vec xhatf, invf, hf, dlogits, dhf;   // last stage
     Vec input;                           // full recomputation, not first
   };
-  Recompute modeOf(int mb) const {
-    return mb >= 0 && mb < static_cast<int>(recompute.size())
-               ? recompute[mb]
-               : Recompute::None;
-  }
   /// The forward of \p mb into \p st, keeping what \p mode keeps (full:
-  /// one layer's intermediates at a time, dropped).
+  /// one layer's intermediates at a time, dropped), as the reference stages
+  /// do it (Model.h): the same code re-run on the same inputs.
   void runForward(int mb, const float *input, float *output,
                   MicrobatchStash &st, Recompute mode);
 
@@ -266,7 +256,6 @@ private:
   std::vector<DeviceParam> params;
   std::map<int, MicrobatchStash> stash;
   std::map<int, Buf<double>> losses;
-  std::vector<Recompute> recompute;
   /// A call out of order (I before F, W before I), reported by status().
   std::string misuse;
 };
@@ -328,7 +317,7 @@ template <class Dev>
 void DeviceStage<Dev>::forward(int mb, const float *input, float *output) {
   MicrobatchStash &st = stash[mb];
   st = MicrobatchStash{};
-  Recompute mode = modeOf(mb);
+  Recompute mode = this->recomputeOf(mb);
   if (mode == Recompute::Full && !first)
     copy(st.input, input, tokensTimes(c.hidden));
   runForward(mb, input, output, st, mode);
@@ -406,7 +395,7 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
   MicrobatchStash &st = found->second;
   // Re-derive what the forward did not keep: the same code on the same
   // inputs, so the stash is bitwise the one a plain forward keeps.
-  switch (modeOf(mb)) {
+  switch (this->recomputeOf(mb)) {
   case Recompute::None:
     break;
   case Recompute::Full: {

@@ -185,3 +185,19 @@ TEST(HelixKind, NeedsAttentionOnEveryStageButTheLast) {
 }
 
 } // namespace
+
+TEST(HelixCosts, TensorParallelDividesWorkAndMemoryAndAddsCollectives) {
+  TransformerShape shape;
+  LayerCosts c = layerCosts(shape);
+  LayerCosts one = tensorParallelCosts(c, 1, 4e11);
+  EXPECT_DOUBLE_EQ(one.blockForward, c.blockForward);
+  EXPECT_DOUBLE_EQ(one.storedBytes, c.storedBytes);
+  LayerCosts eight = tensorParallelCosts(c, 8, 4e11);
+  // 4 collectives of 7/8 of a hidden state each, on each linear part.
+  double collectives = 4 * 7.0 / 8 * c.hiddenBytes / 4e11;
+  EXPECT_DOUBLE_EQ(eight.blockForward, c.blockForward / 8 + collectives);
+  EXPECT_DOUBLE_EQ(eight.blockBackward, c.blockBackward / 8 + collectives);
+  EXPECT_DOUBLE_EQ(eight.attentionForward, c.attentionForward / 8);
+  EXPECT_DOUBLE_EQ(eight.storedBytes, c.storedBytes / 8);
+  EXPECT_DOUBLE_EQ(eight.layerParamBytes, c.layerParamBytes / 8);
+}

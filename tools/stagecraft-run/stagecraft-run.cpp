@@ -10,6 +10,7 @@
 
 #include "tools/Version.h"
 #include "runtime/Options.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Runtime.h"
 #include "translate/PlanCompiler.h"
 
@@ -17,7 +18,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -240,17 +240,23 @@ static Error checkMemory(const sched::Plan &plan, int mpiRank,
                   maxMemory.getValue(), *limit));
 }
 
+/// How the command line asks a spec to be scheduled and planned.
+static stagecraft::pipe::CompileOptions compileOptions() {
+  stagecraft::pipe::CompileOptions options;
+  options.kind = scheduleKind;
+  options.chunks = chunks;
+  options.memoryLimit = memoryLimit;
+  options.recompute = recompute;
+  options.scheduleName = scheduleName;
+  options.unitBytes = unitBytes;
+  options.ranks = ranksOverride;
+  return options;
+}
+
 static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
-    stagecraft::pipe::CompileOptions options;
-    options.kind = scheduleKind;
-    options.chunks = chunks;
-    options.memoryLimit = memoryLimit;
-    options.recompute = recompute;
-    options.scheduleName = scheduleName;
-    options.unitBytes = unitBytes;
+    stagecraft::pipe::CompileOptions options = compileOptions();
     options.minMessageBytes = minMessageBytes;
-    options.ranks = ranksOverride;
     return stagecraft::pipe::compileSpecFile(input, options);
   }
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
@@ -495,12 +501,9 @@ static int run(int rank) {
 /// Compiles the spec for \p ranks ranks as \p kind, timing it.
 static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
                                      double &ms) {
-  stagecraft::pipe::CompileOptions options;
+  stagecraft::pipe::CompileOptions options = compileOptions();
   options.kind = kind;
   options.chunks = kind == "interleaved-1f1b" ? int(chunks) : 0;
-  options.memoryLimit = memoryLimit;
-  options.recompute = recompute;
-  options.unitBytes = unitBytes;
   options.ranks = ranks;
   auto t0 = std::chrono::steady_clock::now();
   Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
@@ -508,19 +511,6 @@ static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
            std::chrono::steady_clock::now() - t0)
            .count();
   return plan;
-}
-
-/// Whether \p dir holds a completed checkpoint folder.
-static bool hasCheckpoint(const std::string &dir) {
-  std::error_code ec;
-  for (sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec)) {
-    StringRef name = sys::path::filename(it->path());
-    if (name.starts_with("step-") && !name.ends_with(".tmp") &&
-        sys::fs::exists(it->path() + "/manifest.json"))
-      return true;
-  }
-  return false;
 }
 
 /// --elastic: runs attempts as child processes of this binary; after each
@@ -633,7 +623,7 @@ static int superviseElastic(int argc, char **argv) {
       kind = "auto";
     }
     ranks -= 1;
-    resumeNext = hasCheckpoint(checkpointDir);
+    resumeNext = stagecraft::runtime::hasCheckpoint(checkpointDir);
     injectNext = false;
     outs() << fmt::format("elastic: rank lost (status {}); re-planned for {} "
                           "ranks as {} and verified in {:.1f} ms{}; {}\n",
