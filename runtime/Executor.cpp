@@ -159,6 +159,7 @@ llvm::Error stagecraft::runtime::trainSteps(
     expected.layers += l;
   int first = 0;
   if (train.resume) {
+    auto loadStart = std::chrono::steady_clock::now();
     llvm::Expected<Checkpoint> c = loadCheckpoint(train.checkpointDir, expected);
     if (!c)
       return c.takeError();
@@ -180,6 +181,10 @@ llvm::Error stagecraft::runtime::trainSteps(
     if (lastStage)
       losses = c->losses;
     losses.resize(first, 0.0);
+    if (hooks.resumeSeconds)
+      *hooks.resumeSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - loadStart)
+                                 .count();
   }
   if (hooks.firstStep)
     *hooks.firstStep = first;
@@ -190,6 +195,9 @@ llvm::Error stagecraft::runtime::trainSteps(
     if (llvm::Error err = writeCheckpointPart(train.checkpointDir, done,
                                               hooks.rank, pieces, losses))
       return err;
+    if (hooks.atCheckpoint)
+      if (llvm::Error err = hooks.atCheckpoint(done))
+        return err;
     if (hooks.barrier)
       if (llvm::Error err = hooks.barrier())
         return err;
@@ -424,17 +432,12 @@ private:
   llvm::Error atStep(int step) {
     currentStep = step;
     const TrainOptions &t = *options.train;
-    if (t.injectRank != rank || t.injectStep != step)
+    if (t.injectRank != rank || t.injectStep != step ||
+        t.inject == TrainOptions::Inject::Checkpoint)
       return llvm::Error::success();
-    if (!t.injectHang) {
-      if (!options.ranksAreThreads)
-        std::raise(SIGKILL);
-      monitor.abort();
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("{}rank {} failed at step {} (injected)",
-                      kRankLostPrefix, rank, step));
-    }
+    stampFailure();
+    if (t.inject == TrainOptions::Inject::Kill)
+      return die(fmt::format("failed at step {}", step));
     // Stop making progress; on mpi for good, on local until the others
     // gave up (a thread cannot be killed).
     monitor.waiting(rank, fmt::format("nothing: it hangs at step {}", step));
@@ -444,6 +447,44 @@ private:
         llvm::inconvertibleErrorCode(),
         fmt::format("{}rank {} stopped making progress at step {} (injected)",
                     kRankLostPrefix, rank, step));
+  }
+
+  /// This rank's part of the checkpoint after \p done steps is written:
+  /// the injected failure while checkpointing, if due.
+  llvm::Error atCheckpoint(int done) {
+    const TrainOptions &t = *options.train;
+    if (t.injectRank != rank || t.injectStep != done ||
+        t.inject != TrainOptions::Inject::Checkpoint)
+      return llvm::Error::success();
+    stampFailure();
+    return die(fmt::format("failed while writing the checkpoint of step {}",
+                           done));
+  }
+
+  /// The injected death: on mpi the process kills itself; on local the
+  /// thread fails and the others stop.
+  llvm::Error die(const std::string &what) {
+    if (!options.ranksAreThreads)
+      std::raise(SIGKILL);
+    monitor.abort();
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("{}rank {} {} (injected)", kRankLostPrefix, rank, what));
+  }
+
+  /// Records when the injected failure fired (--failure-stamp).
+  void stampFailure() {
+    const std::string &path = options.train->failureStamp;
+    if (path.empty())
+      return;
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return; // only a measurement: the failure itself goes on
+    os << fmt::format("{:.6f}\n", std::chrono::duration<double>(
+                                      std::chrono::system_clock::now()
+                                          .time_since_epoch())
+                                      .count());
   }
 
   /// Returns once every rank has called it (a checkpoint's parts are all
@@ -610,6 +651,8 @@ llvm::Expected<RankResult> RankRunner::run() {
     hooks.ranks = plan.numRanks();
     hooks.barrier = [&] { return barrier(); };
     hooks.atStep = [&](int step) { return atStep(step); };
+    hooks.atCheckpoint = [&](int done) { return atCheckpoint(done); };
+    hooks.resumeSeconds = &result.resumeSeconds;
     if (llvm::Error err = trainSteps(
             plan, models, train, [&] { return runStream(); }, result.losses,
             hooks))
@@ -788,4 +831,39 @@ stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
     problem.stages.push_back(stage);
   }
   return sched::peakMemoryByOrder(problem, plan.computeSchedule());
+}
+
+llvm::Error stagecraft::runtime::parseInjectedFailure(llvm::StringRef text,
+                                                      TrainOptions &train) {
+  llvm::SmallVector<llvm::StringRef, 3> parts;
+  text.split(parts, ':');
+  int r = -1, st = -1;
+  bool ok = parts.size() >= 2 && parts.size() <= 3 &&
+            !parts[0].getAsInteger(10, r) && r >= 0 &&
+            !parts[1].getAsInteger(10, st) && st >= 0;
+  TrainOptions::Inject mode = TrainOptions::Inject::Kill;
+  if (ok && parts.size() == 3) {
+    if (parts[2] == "hang")
+      mode = TrainOptions::Inject::Hang;
+    else if (parts[2] == "checkpoint")
+      mode = TrainOptions::Inject::Checkpoint;
+    else
+      ok = parts[2] == "kill";
+  }
+  if (ok && mode == TrainOptions::Inject::Checkpoint && st < 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--inject-failure=" + text.str() +
+            ": a checkpoint is written after step 1 at the earliest (STEP "
+            "counts the steps done)");
+  if (!ok)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--inject-failure=" + text.str() +
+            ": expected RANK:STEP[:kill|hang|checkpoint] with RANK and STEP "
+            ">= 0");
+  train.injectRank = r;
+  train.injectStep = st;
+  train.inject = mode;
+  return llvm::Error::success();
 }

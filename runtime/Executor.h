@@ -48,13 +48,23 @@ struct TrainOptions {
   /// Start from the newest valid checkpoint in `checkpointDir`; `steps`
   /// stays the total.
   bool resume = false;
-  /// Fault injection for tests (--inject-failure=RANK:STEP[:kill|hang]): at
-  /// the start of step `injectStep`, rank `injectRank` dies (kill: on mpi
-  /// the process SIGKILLs itself, on local its thread fails) or stops
-  /// making progress (hang). Negative rank: none.
+  /// Fault injection for tests (--inject-failure=RANK:STEP[:MODE]): rank
+  /// `injectRank` dies (kill: on mpi the process SIGKILLs itself, on local
+  /// its thread fails) or stops making progress (hang) at the start of step
+  /// `injectStep`, or dies while writing the checkpoint taken once
+  /// `injectStep` steps are done (checkpoint: after its own files, before
+  /// the checkpoint is complete). Negative rank: none.
+  enum class Inject { Kill, Hang, Checkpoint };
   int injectRank = -1, injectStep = 0;
-  bool injectHang = false;
+  Inject inject = Inject::Kill;
+  /// When the injected failure fires, the rank writes the wall-clock time
+  /// (seconds since the epoch) into this file first, so that a supervisor
+  /// can tell how long detecting it took; empty: none.
+  std::string failureStamp;
 };
+
+/// Parses --inject-failure's RANK:STEP[:kill|hang|checkpoint] into \p train.
+llvm::Error parseInjectedFailure(llvm::StringRef text, TrainOptions &train);
 
 /// Exit status of stagecraft-run when a rank was lost (died or stopped
 /// making progress): the job can be re-planned on the surviving ranks and
@@ -98,6 +108,9 @@ struct RankResult {
   /// Training: the step the losses start at (the checkpoint's, when
   /// resumed).
   int firstStep = 0;
+  /// Training, resumed: seconds loading, validating and restoring the
+  /// checkpoint took on this rank (negative: not resumed).
+  double resumeSeconds = -1.0;
   /// Training with layer-wise host stages: the most activation bytes the
   /// rank's stages held at once (kernels::ActivationBytes); -1 otherwise.
   int64_t activationPeak = -1;
@@ -162,6 +175,11 @@ struct TrainHooks {
   std::function<llvm::Error()> barrier;
   /// Called at the start of each step (may be empty).
   std::function<llvm::Error(int step)> atStep;
+  /// Called once this writer's part of the checkpoint after \p done steps
+  /// is written, before the barrier (may be empty).
+  std::function<llvm::Error(int done)> atCheckpoint;
+  /// Set to the seconds loading and restoring the checkpoint took.
+  double *resumeSeconds = nullptr;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

@@ -31,6 +31,7 @@ static void finish(RunReport &report) {
     report.firstStep = report.ranks.front().firstStep;
   for (const RankResult &r : report.ranks) {
     report.wall = std::max(report.wall, r.wall);
+    report.resumeSeconds = std::max(report.resumeSeconds, r.resumeSeconds);
     if (report.losses.size() < r.losses.size())
       report.losses.resize(r.losses.size(), 0.0);
     // Only the rank of the last stage reports a non-zero loss.
@@ -98,6 +99,7 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   };
   TrainHooks hooks;
   hooks.firstStep = &result.firstStep;
+  hooks.resumeSeconds = &result.resumeSeconds;
   if (llvm::Error err =
           trainSteps(plan, models, train, pass, result.losses, hooks))
     return std::move(err);
@@ -234,6 +236,7 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
     rr.overhead = all[kFigures * r + 4];
     rr.activationPeak = static_cast<int64_t>(all[kFigures * r + 5]);
     rr.firstStep = mine.firstStep; // the same checkpoint on every rank
+    rr.resumeSeconds = mine.resumeSeconds;
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
       rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
                             actions[k + 2]});
@@ -341,6 +344,10 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   }
   if (train) {
     const TrainOptions &t = *options.exec.train;
+    if (report.resumeSeconds >= 0.0)
+      out += fmt::format("resumed at step {}: the checkpoint loaded, checked "
+                         "and restored in {:.1f} ms\n",
+                         report.firstStep, report.resumeSeconds * 1e3);
     for (size_t k = 0; k < report.losses.size(); ++k)
       out += fmt::format("step {} loss {:.6f}{}\n", k, report.losses[k],
                          static_cast<int>(k) < report.firstStep

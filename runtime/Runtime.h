@@ -39,6 +39,9 @@ struct RunReport {
   /// `firstStep` come from the checkpoint resumed from.
   std::vector<double> losses;
   int firstStep = 0;
+  /// Resumed: the longest any rank took to load and restore the checkpoint
+  /// (negative: not resumed).
+  double resumeSeconds = -1.0;
 };
 
 /// Runs all ranks as threads of this process.

@@ -103,6 +103,11 @@ struct Plan {
   /// The simulated timeline, for side-by-side traces: per rank, per compute.
   std::vector<std::vector<double>> simulatedStart;
   std::vector<PlanRank> ranks;
+  /// Precomputed plans of the same pipeline for fewer ranks (verified when
+  /// written; `stagecraft-translate --pipe-to-plan --fallbacks=K`): what
+  /// `stagecraft-run --elastic` runs after a lost rank without compiling.
+  /// A fallback holds none of its own.
+  std::vector<Plan> fallbacks;
 
   int numRanks() const { return static_cast<int>(ranks.size()); }
   /// The compute actions alone, with the placement and recomputation, as a

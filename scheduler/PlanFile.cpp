@@ -146,6 +146,11 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
           });
         });
     });
+    if (!plan.fallbacks.empty())
+      j.attributeArray("fallbacks", [&] {
+        for (const Plan &fallback : plan.fallbacks)
+          j.rawValue(llvm::StringRef(writePlan(fallback)).rtrim());
+      });
   });
   os << "\n";
   return out;
@@ -345,6 +350,8 @@ static llvm::Error checkComputes(const Plan &plan) {
   return verifySchedule(problem, schedule);
 }
 
+static llvm::Expected<Plan> readPlanObject(const json::Object *root);
+
 llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
   Reader reader;
   // llvm::json recurses per bracket: refuse deep nesting before it does.
@@ -361,6 +368,49 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
         llvm::inconvertibleErrorCode(),
         "invalid plan: not JSON (truncated?): " + llvm::toString(doc.takeError()));
   const json::Object *root = doc->getAsObject();
+  llvm::Expected<Plan> plan = readPlanObject(root);
+  if (!plan)
+    return plan.takeError();
+  const json::Value *fallbacks = root->get("fallbacks");
+  if (!fallbacks)
+    return plan;
+  const json::Array *list = fallbacks->getAsArray();
+  if (!list)
+    return reader.fail("fallbacks", "must be an array of plans");
+  for (size_t k = 0; k < list->size(); ++k) {
+    const std::string where = fmt::format("fallbacks[{}]", k);
+    const json::Object *object = (*list)[k].getAsObject();
+    if (object && object->get("fallbacks"))
+      return reader.fail(where, "a fallback plan holds no fallbacks of its "
+                                "own");
+    llvm::Expected<Plan> fallback = readPlanObject(object);
+    if (!fallback)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     where + ": " +
+                                         llvm::toString(fallback.takeError()));
+    if (fallback->pipeline != plan->pipeline ||
+        fallback->stageNames != plan->stageNames ||
+        fallback->microbatches != plan->microbatches ||
+        fallback->stageLayers != plan->stageLayers)
+      return reader.fail(where, "must run the same pipeline (stages, layers "
+                                "and microbatches) as the plan");
+    if (fallback->numRanks() >= plan->numRanks())
+      return reader.fail(where,
+                         fmt::format("runs on {} ranks; a fallback is for "
+                                     "fewer than the plan's {}",
+                                     fallback->numRanks(), plan->numRanks()));
+    for (const Plan &other : plan->fallbacks)
+      if (other.numRanks() == fallback->numRanks())
+        return reader.fail(where, fmt::format("a second fallback for {} ranks",
+                                              fallback->numRanks()));
+    plan->fallbacks.push_back(std::move(*fallback));
+  }
+  return plan;
+}
+
+/// One plan object (a file's top level, or one of its fallbacks).
+static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
+  Reader reader;
   if (!root || root->getString("format") != "stagecraft-plan")
     return reader.fail("top level", "not a stagecraft plan (\"format\" must be "
                                     "\"stagecraft-plan\")");

@@ -33,33 +33,55 @@ using namespace stagecraft::pipe;
 llvm::Expected<sched::Plan>
 stagecraft::pipe::compileSpecFile(llvm::StringRef path,
                                   const CompileOptions &options) {
-  auto fail = [&](const std::string &what) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   path.str() + ": " + what);
-  };
   MLIRContext context;
   context.loadDialect<PipeDialect>();
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string errors;
+  std::optional<ScopedDiagnosticHandler> collect;
+  if (options.quiet)
+    collect.emplace(&context, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        errors += (errors.empty() ? "" : "; ") + d.str();
+      return success();
+    });
   OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
-  if (!module)
-    return fail("cannot parse the spec");
+  llvm::Expected<sched::Plan> plan =
+      module ? compileModule(*module, options, path)
+             : llvm::Expected<sched::Plan>(llvm::createStringError(
+                   llvm::inconvertibleErrorCode(),
+                   path.str() + ": cannot parse the spec"));
+  if (plan || errors.empty())
+    return plan;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::toString(plan.takeError()) + ": " +
+                                     errors);
+}
+
+llvm::Expected<sched::Plan>
+stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
+                                llvm::StringRef what) {
+  auto fail = [&](const std::string &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what.str() + ": " + why);
+  };
+  MLIRContext *context = module.getContext();
   if (options.ranks > 0) {
-    for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
+    for (PipelineOp pipeline : module.getOps<PipelineOp>()) {
       for (StageOp stage : pipeline.getStages())
         if (stage.getRankAttr())
           return fail(fmt::format("stage @{} is pinned to a rank; re-planning "
                                   "on {} ranks needs a spec without pins",
                                   stage.getSymName().str(), options.ranks));
       pipeline.setRanksAttr(
-          IntegerAttr::get(IntegerType::get(&context, 64), options.ranks));
+          IntegerAttr::get(IntegerType::get(context, 64), options.ranks));
     }
-    if (failed(mlir::verify(*module)))
+    if (failed(mlir::verify(module)))
       return fail(fmt::format("does not verify on {} ranks", options.ranks));
   }
   if (!options.kind.empty()) {
-    PassManager pm(&context);
+    PassManager pm(context);
     PipeSchedulePassOptions pass;
     pass.kind = options.kind;
     pass.chunks = options.chunks;
@@ -67,13 +89,13 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
     pass.recompute = options.recompute;
     pass.timeLimit = options.timeLimit;
     pm.addPass(createPipeSchedulePass(pass));
-    if (failed(pm.run(*module)))
+    if (failed(pm.run(module)))
       return fail("cannot schedule it as " + options.kind);
   }
   std::optional<sched::Plan> plan;
   int found = 0;
   LogicalResult result = forEachSchedule(
-      *module, [&](ScheduleOp op, const ScheduleModel &model) -> LogicalResult {
+      module, [&](ScheduleOp op, const ScheduleModel &model) -> LogicalResult {
         // A freshly scheduled spec: the schedule just added for its kind.
         bool wanted = options.scheduleName.empty()
                           ? (options.kind.empty() ||

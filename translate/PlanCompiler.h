@@ -33,12 +33,22 @@ struct CompileOptions {
   int64_t unitBytes = 4096;
   /// Smallest activation and gradient message buffer (training payloads).
   int64_t minMessageBytes = 64;
+  /// Put the errors the compiler reports into the returned error instead
+  /// of printing them (a supervisor that tries several kinds).
+  bool quiet = false;
 };
 
 /// Parses \p path, schedules it if \p options.kind is set, and builds the
 /// plan. MLIR diagnostics go to stderr; the error then says what failed.
 llvm::Expected<sched::Plan> compileSpecFile(llvm::StringRef path,
                                             const CompileOptions &options);
+
+/// The same on a parsed module (changed in place: the ranks, the schedule
+/// added); \p what names it in errors. Its diagnostics go to the context's
+/// handler.
+llvm::Expected<sched::Plan> compileModule(mlir::ModuleOp module,
+                                          const CompileOptions &options,
+                                          llvm::StringRef what);
 
 /// Measures F, I and W of every stage of the spec at \p path with the
 /// reference model (\p model sizes, \p steps timed steps after one warm-up

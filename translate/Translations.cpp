@@ -19,6 +19,9 @@
 #include "scheduler/ChromeTrace.h"
 #include "scheduler/PyTorchCsv.h"
 #include "scheduler/Report.h"
+#include "translate/PlanCompiler.h"
+
+#include <fmt/format.h>
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -53,6 +56,12 @@ struct TranslateOptions {
       "message-bytes", llvm::cl::init(64),
       llvm::cl::desc("--pipe-to-plan: smallest activation/gradient buffer (for "
                      "stagecraft-run --train, at least the model's message; default 64)")};
+  llvm::cl::opt<int> fallbacks{
+      "fallbacks", llvm::cl::init(0),
+      llvm::cl::desc("--pipe-to-plan: also store verified plans of the same "
+                     "pipeline for 1..K ranks fewer (the same kind where it "
+                     "applies, else auto), which stagecraft-run --elastic "
+                     "runs after a lost rank without compiling (default 0)")};
   llvm::cl::opt<int> timelineWidth{
       "timeline-width", llvm::cl::init(100),
       llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline (default "
@@ -154,6 +163,69 @@ static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
   });
 }
 
+/// Compiles \p s's pipeline for 1..\p count ranks fewer into \p plan's
+/// fallbacks: the same kind where it applies, else auto. Stops, with a
+/// warning naming why, at the first rank count nothing fits (fewer ranks
+/// would not fit either).
+static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
+  auto module = s->getParentOfType<ModuleOp>();
+  const int ranks = plan.numRanks();
+  // Kinds the scheduler regenerates; a written or imported schedule's
+  // fallbacks come from auto.
+  std::string kind = s.getKind().value_or("").str();
+  static const char *kGenerated[] = {"gpipe", "1f1b", "interleaved-1f1b",
+                                     "zb-h1", "zb-h2", "zb-v", "dualpipev",
+                                     "helix", "auto"};
+  if (llvm::find(kGenerated, kind) == std::end(kGenerated))
+    kind = "auto";
+  for (int k = 1; k <= count; ++k) {
+    if (ranks - k < 1) {
+      s.emitWarning() << "--fallbacks=" << count << ": stored the " << k - 1
+                      << " for 1.." << ranks - 1
+                      << " ranks; there is no plan for 0 ranks";
+      return success();
+    }
+    std::string errors;
+    auto attempt = [&](const std::string &as) -> llvm::Expected<sched::Plan> {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      // Only the pipelines: the scheduler adds the new schedule.
+      SmallVector<Operation *> schedules;
+      for (ScheduleOp old : copy->getOps<ScheduleOp>())
+        schedules.push_back(old);
+      for (Operation *old : schedules)
+        old->erase();
+      CompileOptions compile;
+      compile.kind = as;
+      compile.ranks = ranks - k;
+      compile.unitBytes = options->unitBytes;
+      compile.minMessageBytes = options->messageBytes;
+      // Diagnostics of a try become part of the answer, not output.
+      ScopedDiagnosticHandler capture(s.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error)
+          errors += (errors.empty() ? "" : "; ") + d.str();
+        return success();
+      });
+      return compileModule(*copy, compile,
+                           fmt::format("{} ranks as {}", ranks - k, as));
+    };
+    llvm::Expected<sched::Plan> fallback = attempt(kind);
+    if (!fallback && kind != "auto") {
+      llvm::consumeError(fallback.takeError());
+      fallback = attempt("auto");
+    }
+    if (!fallback) {
+      llvm::consumeError(fallback.takeError());
+      s.emitWarning() << "--fallbacks=" << count << ": no plan fits "
+                      << ranks - k << " ranks (" << errors
+                      << "); the plan holds fallbacks for " << k - 1
+                      << " rank counts";
+      return success();
+    }
+    plan.fallbacks.push_back(std::move(*fallback));
+  }
+  return success();
+}
+
 static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
   return withSelectedSchedule(op, [&](ScheduleOp s,
                                      const ScheduleModel &model) -> LogicalResult {
@@ -162,6 +234,11 @@ static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
     FailureOr<sched::Plan> plan = planFromSchedule(
         s, model, options->unitBytes, nullptr, options->messageBytes);
     if (failed(plan))
+      return failure();
+    if (options->fallbacks < 0)
+      return s.emitError() << "--fallbacks=" << options->fallbacks.getValue()
+                           << " must be at least 0";
+    if (failed(addFallbacks(s, *plan, options->fallbacks)))
       return failure();
     os << sched::writePlan(*plan);
     return success();

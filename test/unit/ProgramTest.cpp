@@ -229,4 +229,53 @@ TEST(PlanFile, RejectsBadVersionsTruncationAndBadIndices) {
             "\"stagecraft-plan\")");
 }
 
+TEST(PlanFile, FallbacksRoundTripAndMustRunTheSamePipelineOnFewerRanks) {
+  // The 4-stage pipeline on 4 ranks, with fallbacks for 3, 2 and 1 ranks.
+  auto planOn = [](int ranks) {
+    Problem problem = uniformProblem(ranks, 4, 4);
+    Program program = lowerCommunication(
+        problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+    return buildPlan(problem, program, "s", 64);
+  };
+  Plan plan = planOn(4);
+  for (int r = 3; r >= 1; --r)
+    plan.fallbacks.push_back(planOn(r));
+  llvm::Expected<Plan> back = readPlan(writePlan(plan));
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+  ASSERT_EQ(back->fallbacks.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const Plan &f = back->fallbacks[k];
+    EXPECT_EQ(f.numRanks(), 3 - k);
+    EXPECT_TRUE(f.fallbacks.empty());
+    for (int r = 0; r < f.numRanks(); ++r)
+      EXPECT_EQ(f.ranks[r].ops.size(), plan.fallbacks[k].ranks[r].ops.size());
+  }
+  auto message = [](const Plan &p) {
+    return errorMessage(readPlan(writePlan(p)).takeError());
+  };
+  Plan more = plan;
+  more.fallbacks = {planOn(4)};
+  EXPECT_EQ(message(more), "invalid plan: fallbacks[0]: runs on 4 ranks; a "
+                           "fallback is for fewer than the plan's 4");
+  Plan twice = plan;
+  twice.fallbacks = {planOn(2), planOn(2)};
+  EXPECT_EQ(message(twice),
+            "invalid plan: fallbacks[1]: a second fallback for 2 ranks");
+  Plan other = plan;
+  Problem fewer = uniformProblem(2, 2, 2);
+  other.fallbacks = {buildPlan(
+      fewer,
+      lowerCommunication(fewer,
+                         *generateSchedule(fewer, {ScheduleKind::OneFOneB})),
+      "s", 64)};
+  EXPECT_EQ(message(other),
+            "invalid plan: fallbacks[0]: must run the same pipeline (stages, "
+            "layers and microbatches) as the plan");
+  Plan nested = plan;
+  nested.fallbacks = {plan.fallbacks[0]};
+  nested.fallbacks[0].fallbacks = {planOn(1)};
+  EXPECT_EQ(message(nested), "invalid plan: fallbacks[0]: a fallback plan "
+                             "holds no fallbacks of its own");
+}
+
 } // namespace

@@ -177,10 +177,18 @@ static cl::opt<bool> resume(
              "total"));
 static cl::opt<std::string> injectFailure(
     "inject-failure", cl::cat(trainCategory),
-    cl::desc("testing: RANK:STEP[:kill|hang]: at the start of training step "
-             "STEP, RANK dies (kill, the default: on mpi the process kills "
-             "itself, on local its thread fails) or stops making progress "
-             "(hang); the run then exits with status 75 (a lost rank)"));
+    cl::desc("testing: RANK:STEP[:kill|hang|checkpoint]: RANK dies at the "
+             "start of training step STEP (kill, the default: on mpi the "
+             "process kills itself, on local its thread fails), stops making "
+             "progress there (hang), or dies while writing the checkpoint "
+             "taken after STEP steps (checkpoint); the run then exits with "
+             "status 75 (a lost rank). With --elastic, a comma-separated "
+             "list: the k-th failure goes to the k-th attempt (its RANK "
+             "counts that attempt's ranks)"));
+static cl::opt<std::string> failureStamp(
+    "failure-stamp", cl::Hidden, cl::cat(trainCategory),
+    cl::desc("testing: the injected failure writes the time it fired "
+             "(seconds since the epoch) into this file"));
 static cl::opt<std::string> dumpWeights(
     "dump-weights", cl::cat(trainCategory),
     cl::desc("directory for each stage's weights after the last step"));
@@ -302,25 +310,26 @@ static int run(int rank) {
     training.dumpGrads = dumpGrads;
     training.dumpWeights = dumpWeights;
     if (!injectFailure.empty()) {
-      SmallVector<StringRef, 3> parts;
-      StringRef(injectFailure).split(parts, ':');
-      int r = -1, st = -1;
-      bool ok = parts.size() >= 2 && parts.size() <= 3 &&
-                !parts[0].getAsInteger(10, r) && r >= 0 &&
-                !parts[1].getAsInteger(10, st) && st >= 0 &&
-                (parts.size() == 2 || parts[2] == "kill" || parts[2] == "hang");
-      if (!ok)
+      if (StringRef(injectFailure).contains(','))
         return fail(createStringError(
             inconvertibleErrorCode(),
             "--inject-failure=" + injectFailure +
-                ": expected RANK:STEP[:kill|hang] with RANK and STEP >= 0"));
-      training.injectRank = r;
-      training.injectStep = st;
-      training.injectHang = parts.size() == 3 && parts[2] == "hang";
+                ": a run takes one failure; a list is for --elastic"));
+      if (Error err = stagecraft::runtime::parseInjectedFailure(injectFailure,
+                                                                training))
+        return fail(std::move(err));
       if (reference || backend == "cuda")
         return fail(createStringError(
             inconvertibleErrorCode(),
             "--inject-failure runs on the local and mpi backends"));
+      if (training.inject ==
+              stagecraft::runtime::TrainOptions::Inject::Checkpoint &&
+          checkpointDir.empty())
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            "--inject-failure=" + injectFailure +
+                ": a failure while checkpointing needs --checkpoint-dir"));
+      training.failureStamp = failureStamp;
     }
     training.checkpointDir = checkpointDir;
     training.resume = resume;
@@ -505,6 +514,7 @@ static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
   options.kind = kind;
   options.chunks = kind == "interleaved-1f1b" ? int(chunks) : 0;
   options.ranks = ranks;
+  options.quiet = true;
   auto t0 = std::chrono::steady_clock::now();
   Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
   ms = std::chrono::duration<double, std::milli>(
@@ -513,24 +523,75 @@ static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
   return plan;
 }
 
+/// Seconds since the epoch (a failure stamp's clock).
+static double epochSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The rank an attempt's error output names as lost: our own `rank lost:
+/// rank R` line, or Open MPI's report of a process that died.
+static std::optional<int> lostRankIn(StringRef text) {
+  for (StringRef marker : {StringRef("rank lost: rank "),
+                           StringRef("process rank ")}) {
+    size_t at = text.find(marker);
+    if (at == StringRef::npos)
+      continue;
+    StringRef digits = text.drop_front(at + marker.size());
+    digits = digits.take_while([](char c) { return c >= '0' && c <= '9'; });
+    int r = -1;
+    if (!digits.getAsInteger(10, r))
+      return r;
+  }
+  return std::nullopt;
+}
+
 /// --elastic: runs attempts as child processes of this binary; after each
-/// lost rank, re-plans for one rank fewer and resumes.
+/// lost rank, re-plans for one rank fewer (compiling the spec, or taking a
+/// plan file's precomputed fallback) and resumes from the last checkpoint.
 static int superviseElastic(int argc, char **argv) {
   auto stop = [](const std::string &message, int rc) {
     errs() << "stagecraft-run: elastic: " << message << "\n";
     return rc;
   };
-  if (!train || checkpointDir.empty() || scheduleKind.empty() ||
-      !StringRef(input).ends_with(".mlir"))
-    return stop("--elastic needs a spec (.mlir), --schedule, --train and "
-                "--checkpoint-dir",
+  const bool fromSpec = StringRef(input).ends_with(".mlir");
+  if (!train || checkpointDir.empty() || (fromSpec && scheduleKind.empty()) ||
+      (!fromSpec && !scheduleKind.empty()))
+    return stop("--elastic needs --train, --checkpoint-dir and either a spec "
+                "(.mlir) with --schedule or a plan file (from "
+                "stagecraft-translate --pipe-to-plan, its fallbacks for fewer "
+                "ranks with --fallbacks=K)",
                 1);
+  // One injected failure per attempt, checked before anything runs.
+  std::vector<std::string> injections;
+  if (!injectFailure.empty()) {
+    SmallVector<StringRef, 4> parts;
+    StringRef(injectFailure).split(parts, ',');
+    for (StringRef part : parts) {
+      stagecraft::runtime::TrainOptions probe;
+      if (Error err = stagecraft::runtime::parseInjectedFailure(part, probe))
+        return stop(toString(std::move(err)), 1);
+      injections.push_back(part.str());
+    }
+  }
   double ms = 0.0;
   std::string kind = scheduleKind;
-  Expected<sched::Plan> first = planFor(ranksOverride, kind, ms);
-  if (!first)
-    return stop(toString(first.takeError()), 1);
-  int ranks = first->numRanks();
+  std::optional<sched::Plan> planFile;
+  int ranks = 0;
+  if (fromSpec) {
+    Expected<sched::Plan> first = planFor(ranksOverride, kind, ms);
+    if (!first)
+      return stop(toString(first.takeError()), 1);
+    ranks = first->numRanks();
+  } else {
+    Expected<sched::Plan> plan = loadInput(0);
+    if (!plan)
+      return stop(toString(plan.takeError()), 1);
+    ranks = plan->numRanks();
+    kind = plan->schedule;
+    planFile = std::move(*plan);
+  }
   std::string self = sys::fs::getMainExecutable(
       argv[0], reinterpret_cast<void *>(&superviseElastic));
   // The attempt's own options: everything but the supervisor's, and those
@@ -538,16 +599,47 @@ static int superviseElastic(int argc, char **argv) {
   std::vector<std::string> kept;
   for (int k = 1; k < argc; ++k) {
     StringRef a(argv[k]);
-    bool drop = false;
-    for (StringRef flag : {"--elastic", "-elastic", "--max-failures",
-                           "-max-failures", "--launcher", "-launcher",
-                           "--ranks", "-ranks", "--resume", "-resume"})
-      drop |= a == flag || a.starts_with((flag + "=").str());
-    drop |= a.starts_with("--schedule=") || a.starts_with("-schedule=");
+    bool drop = a == input;
+    for (StringRef flag :
+         {"elastic", "max-failures", "launcher", "ranks", "resume", "schedule",
+          "inject-failure", "failure-stamp"})
+      for (StringRef dashes : {"-", "--"}) {
+        std::string f = (dashes + flag).str();
+        drop |= a == f || a.starts_with(f + "=");
+      }
+    if (!launcher.empty())
+      drop |= a.starts_with("--backend") || a.starts_with("-backend");
     if (!drop)
       kept.push_back(a.str());
   }
-  bool resumeNext = resume, injectNext = true;
+  // Files of this supervisor: each attempt's error output and failure
+  // stamp, and the fallback plans it runs; removed at the end.
+  std::vector<std::string> scratch;
+  auto scratchFile = [&](StringRef prefix, StringRef suffix) {
+    SmallString<128> path;
+    if (sys::fs::createTemporaryFile(prefix, suffix, path))
+      return std::string();
+    scratch.push_back(path.str().str());
+    return path.str().str();
+  };
+  auto cleanUp = [&](int rc) {
+    for (const std::string &f : scratch)
+      (void)sys::fs::remove(f);
+    return rc;
+  };
+  std::string attemptInput = input;
+  // Ranks of the first attempt still running (its numbering), to say which
+  // remain.
+  std::vector<int> survivors(ranks);
+  for (int r = 0; r < ranks; ++r)
+    survivors[r] = r;
+  auto describeSurvivors = [&] {
+    std::string list;
+    for (int r : survivors)
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    return fmt::format("{} of the first attempt", list);
+  };
+  bool resumeNext = resume;
   int failures = 0;
   for (int attempt = 1;; ++attempt) {
     std::vector<std::string> args;
@@ -563,16 +655,24 @@ static int superviseElastic(int argc, char **argv) {
       }
     }
     args.push_back(self);
+    args.push_back(attemptInput);
     for (const std::string &a : kept)
-      if (injectNext || !StringRef(a).contains("inject-failure"))
-        if (launcher.empty() || !StringRef(a).contains("-backend"))
-          args.push_back(a);
+      args.push_back(a);
     if (!launcher.empty())
       args.push_back("--backend=mpi");
-    args.push_back("--ranks=" + std::to_string(ranks));
-    args.push_back("--schedule=" + kind);
+    if (fromSpec) {
+      args.push_back("--ranks=" + std::to_string(ranks));
+      args.push_back("--schedule=" + kind);
+    }
     if (resumeNext)
       args.push_back("--resume");
+    std::string stamp;
+    if (size_t(attempt) <= injections.size()) {
+      args.push_back("--inject-failure=" + injections[attempt - 1]);
+      stamp = scratchFile("stagecraft-failure", "txt");
+      (void)sys::fs::remove(stamp);
+      args.push_back("--failure-stamp=" + stamp);
+    }
     std::string shown;
     for (const std::string &a : args)
       shown += (shown.empty() ? "" : " ") + a;
@@ -582,52 +682,128 @@ static int superviseElastic(int argc, char **argv) {
     std::vector<StringRef> refs(args.begin(), args.end());
     ErrorOr<std::string> program = sys::findProgramByName(args.front());
     if (!program)
-      return stop("cannot find " + args.front(), 1);
+      return cleanUp(stop("cannot find " + args.front(), 1));
+    std::string errFile = scratchFile("stagecraft-attempt", "err");
+    std::optional<StringRef> redirects[] = {std::nullopt, std::nullopt,
+                                            StringRef(errFile)};
     std::string error;
-    int rc = sys::ExecuteAndWait(*program, refs, std::nullopt, {}, 0, 0,
+    int rc = sys::ExecuteAndWait(*program, refs, std::nullopt, redirects, 0, 0,
                                  &error);
+    double ended = epochSeconds();
+    // The attempt's error output, as it would have been shown.
+    std::string errText;
+    if (ErrorOr<std::unique_ptr<MemoryBuffer>> text =
+            MemoryBuffer::getFile(errFile))
+      errText = (*text)->getBuffer().str();
+    errs() << errText;
+    errs().flush();
     if (rc == 0) {
       outs() << "elastic: finished after " << failures << " lost rank"
              << (failures == 1 ? "" : "s") << "\n";
-      return 0;
+      return cleanUp(0);
     }
     // Under a launcher, a killed process ends the job with a signal status.
     bool lost = rc == stagecraft::runtime::kExitRankLost ||
                 (!launcher.empty() && rc > 128);
     if (!lost)
-      return stop(fmt::format("attempt {} failed with status {} (not a lost "
-                              "rank){}",
-                              attempt, rc, error.empty() ? "" : ": " + error),
-                  rc < 0 ? 1 : rc);
+      return cleanUp(stop(fmt::format("attempt {} failed with status {} (not "
+                                      "a lost rank){}",
+                                      attempt, rc,
+                                      error.empty() ? "" : ": " + error),
+                          rc < 0 ? 1 : rc));
+    std::optional<int> lostRank = lostRankIn(errText);
+    std::string which = "a rank";
+    if (lostRank && *lostRank < int(survivors.size())) {
+      which = fmt::format("rank {}", *lostRank);
+      if (survivors[*lostRank] != *lostRank)
+        which += fmt::format(" (rank {} of the first attempt)",
+                             survivors[*lostRank]);
+      survivors.erase(survivors.begin() + *lostRank);
+    } else {
+      survivors.pop_back(); // unnamed: the count is what re-planning needs
+    }
+    std::string detected;
+    if (!stamp.empty())
+      if (ErrorOr<std::unique_ptr<MemoryBuffer>> text =
+              MemoryBuffer::getFile(stamp)) {
+        double fired = 0.0;
+        if (!(*text)->getBuffer().trim().getAsDouble(fired))
+          detected = fmt::format("; every rank stopped {:.2f} s after the "
+                                 "injected failure",
+                                 ended - fired);
+      }
     if (++failures > maxFailures)
-      return stop(fmt::format("stopping after {} lost ranks (--max-failures={})",
-                              failures, int(maxFailures)),
-                  stagecraft::runtime::kExitRankLost);
+      return cleanUp(stop(
+          fmt::format("stopping after {} lost rank{} (--max-failures={}); "
+                      "surviving ranks: {}",
+                      failures, failures == 1 ? "" : "s", int(maxFailures),
+                      describeSurvivors()),
+          stagecraft::runtime::kExitRankLost));
     if (ranks - 1 < 1)
-      return stop("no rank is left to re-plan on",
-                  stagecraft::runtime::kExitRankLost);
-    // Re-plan for the survivors: the same kind where it still applies.
-    Expected<sched::Plan> plan = planFor(ranks - 1, kind, ms);
-    std::string why;
-    if (!plan) {
-      why = toString(plan.takeError());
-      double autoMs = 0.0;
-      plan = planFor(ranks - 1, "auto", autoMs);
-      if (!plan)
-        return stop(fmt::format("no plan fits the {} surviving ranks: as {}: "
-                                "{}; as auto: {}",
-                                ranks - 1, kind, why,
-                                toString(plan.takeError())),
-                    stagecraft::runtime::kExitRankLost);
-      ms += autoMs;
-      kind = "auto";
+      return cleanUp(stop("no rank is left to re-plan on",
+                          stagecraft::runtime::kExitRankLost));
+    std::string why, how;
+    if (fromSpec) {
+      // Re-plan for the survivors: the same kind where it still applies.
+      Expected<sched::Plan> plan = planFor(ranks - 1, kind, ms);
+      if (!plan) {
+        why = toString(plan.takeError());
+        double autoMs = 0.0;
+        plan = planFor(ranks - 1, "auto", autoMs);
+        if (!plan)
+          return cleanUp(stop(
+              fmt::format("no plan fits the {} surviving ranks ({}): as "
+                          "{}: {}; as auto: {}",
+                          ranks - 1, describeSurvivors(), kind, why,
+                          toString(plan.takeError())),
+              stagecraft::runtime::kExitRankLost));
+        ms += autoMs;
+        kind = "auto";
+      }
+      how = fmt::format("re-planned for {} ranks as {} and verified in {:.1f} "
+                        "ms",
+                        ranks - 1, kind, ms);
+    } else {
+      // The plan file's precomputed fallback: no compiler at run time.
+      auto t0 = std::chrono::steady_clock::now();
+      const sched::Plan *fallback = nullptr;
+      std::string held;
+      for (const sched::Plan &f : planFile->fallbacks) {
+        held += (held.empty() ? "" : ", ") + std::to_string(f.numRanks());
+        if (f.numRanks() == ranks - 1)
+          fallback = &f;
+      }
+      if (!fallback)
+        return cleanUp(stop(
+            fmt::format("no precomputed plan for the {} surviving ranks "
+                        "({}) in {} "
+                        "(it holds fallbacks for {} ranks); write more with "
+                        "stagecraft-translate --pipe-to-plan --fallbacks=K, "
+                        "or run --elastic on the spec",
+                        ranks - 1, describeSurvivors(), input,
+                        held.empty() ? "no" : held),
+            stagecraft::runtime::kExitRankLost));
+      attemptInput = scratchFile("stagecraft-fallback", "json");
+      std::error_code ec;
+      raw_fd_ostream os(attemptInput, ec);
+      if (ec)
+        return cleanUp(stop("cannot write " + attemptInput + ": " +
+                                ec.message(),
+                            1));
+      os << sched::writePlan(*fallback);
+      os.close();
+      ms = std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - t0)
+               .count();
+      kind = fallback->schedule;
+      how = fmt::format("took the precomputed plan for {} ranks ({}, "
+                        "verified when it was written) in {:.1f} ms",
+                        ranks - 1, kind, ms);
     }
     ranks -= 1;
     resumeNext = stagecraft::runtime::hasCheckpoint(checkpointDir);
-    injectNext = false;
-    outs() << fmt::format("elastic: rank lost (status {}); re-planned for {} "
-                          "ranks as {} and verified in {:.1f} ms{}; {}\n",
-                          rc, ranks, kind, ms,
+    outs() << fmt::format("elastic: lost {} (status {}){}; {}{}; {}\n", which,
+                          rc, detected, how,
                           why.empty() ? "" : " (the old kind does not apply: " +
                                                  why + ")",
                           resumeNext ? "resuming from the last checkpoint"
