@@ -9,6 +9,8 @@
 
 #include "scheduler/ScheduleError.h"
 
+#include "mlir/IR/SymbolTable.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -24,6 +26,19 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
   problem.latency = pipeline.getLatency().convertToDouble();
   if (FloatAttr capacity = pipeline.getCapacityAttr())
     problem.capacity = capacity.getValueAsDouble();
+  if (ArrayAttr devices = pipeline.getDevicesAttr())
+    for (Attribute a : devices) {
+      auto ref = cast<FlatSymbolRefAttr>(a);
+      sched::Problem::Device device;
+      device.name = ref.getValue().str();
+      if (auto op = dyn_cast_or_null<DeviceOp>(
+              mlir::SymbolTable::lookupSymbolIn(pipeline, ref.getAttr()))) {
+        device.speed = op.getSpeed().convertToDouble();
+        if (FloatAttr memory = op.getMemoryAttr())
+          device.memory = memory.getValueAsDouble();
+      }
+      problem.devices.push_back(std::move(device));
+    }
   for (StageOp op : pipeline.getStages()) {
     sched::Stage stage;
     stage.name = op.getSymName().str();

@@ -126,17 +126,55 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
                       b.getI64IntegerAttr(ranks));
   result.addAttribute(getMicrobatchesAttrName(result.name),
                       b.getI64IntegerAttr(microbatches));
-  // `latency(X)` and `capacity(X)`, each at most once, in either order.
+  // `devices(...)`, `latency(X)` and `capacity(X)`, each at most once, in
+  // any order.
   for (;;) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
-    if (failed(parser.parseOptionalKeyword(&keyword, {"latency", "capacity"})))
+    if (failed(parser.parseOptionalKeyword(&keyword,
+                                           {"latency", "capacity", "devices"})))
       break;
     StringAttr attrName = keyword == "latency"
                               ? getLatencyAttrName(result.name)
-                              : getCapacityAttrName(result.name);
+                          : keyword == "capacity"
+                              ? getCapacityAttrName(result.name)
+                              : getDevicesAttrName(result.name);
     if (result.attributes.get(attrName))
       return parser.emitError(loc) << keyword << "(...) appears twice";
+    if (keyword == "devices") {
+      // `@name x N` groups, ranks in order.
+      SmallVector<Attribute> perRank;
+      auto parseGroup = [&]() -> ParseResult {
+        SMLoc groupLoc = parser.getCurrentLocation();
+        StringAttr device;
+        int64_t count = 1;
+        if (parser.parseSymbolName(device))
+          return failure();
+        if (succeeded(parser.parseOptionalKeyword("x")) &&
+            parser.parseInteger(count))
+          return failure();
+        if (count < 1 || count > std::numeric_limits<int32_t>::max())
+          return parser.emitError(groupLoc)
+                 << "devices(...): @" << device.getValue() << " x " << count
+                 << ": the count must be at least 1";
+        if (static_cast<int64_t>(perRank.size()) + count > ranks)
+          return parser.emitError(groupLoc)
+                 << "devices(...) assigns more than the pipeline's " << ranks
+                 << " ranks";
+        for (int64_t k = 0; k < count; ++k)
+          perRank.push_back(FlatSymbolRefAttr::get(device));
+        return success();
+      };
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Paren,
+                                         parseGroup))
+        return failure();
+      if (static_cast<int64_t>(perRank.size()) != ranks)
+        return parser.emitError(loc)
+               << "devices(...) assigns " << perRank.size()
+               << " ranks; the pipeline has " << ranks;
+      result.addAttribute(attrName, b.getArrayAttr(perRank));
+      continue;
+    }
     double value;
     if (parser.parseLParen() || parseNumber(parser, value) ||
         parser.parseRParen())
@@ -162,10 +200,26 @@ void PipelineOp::print(OpAsmPrinter &p) {
     p << " latency(" << formatNumber(getLatency().convertToDouble()) << ")";
   if (FloatAttr capacity = getCapacityAttr())
     p << " capacity(" << formatNumber(capacity.getValueAsDouble()) << ")";
+  if (ArrayAttr devices = getDevicesAttr()) {
+    // Runs of one device as `@name x N`.
+    p << " devices(";
+    for (size_t i = 0, e = devices.size(); i < e;) {
+      size_t j = i;
+      while (j < e && devices[j] == devices[i])
+        ++j;
+      if (i)
+        p << ", ";
+      p << devices[i];
+      if (j - i > 1)
+        p << " x " << (j - i);
+      i = j;
+    }
+    p << ")";
+  }
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getRanksAttrName(), getMicrobatchesAttrName(),
-       getLatencyAttrName(), getCapacityAttrName()});
+       getLatencyAttrName(), getCapacityAttrName(), getDevicesAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/false);
@@ -186,10 +240,40 @@ LogicalResult PipelineOp::verify() {
 }
 
 LogicalResult PipelineOp::verifyRegions() {
-  for (Operation &op : getBody().front())
-    if (!isa<StageOp>(op))
+  Operation *firstStage = nullptr, *firstLayer = nullptr;
+  for (Operation &op : getBody().front()) {
+    if (!isa<StageOp, LayerOp, DeviceOp>(op))
       return op.emitOpError() << "is not allowed in a pipe.pipeline; only "
-                                 "pipe.stage ops are";
+                                 "pipe.stage, pipe.layer and pipe.device ops "
+                                 "are";
+    if (isa<StageOp>(op) && !firstStage)
+      firstStage = &op;
+    if (isa<LayerOp>(op) && !firstLayer)
+      firstLayer = &op;
+  }
+  if (firstStage && firstLayer)
+    return (firstStage->isBeforeInBlock(firstLayer) ? firstLayer : firstStage)
+               ->emitOpError()
+           << "cannot share a pipeline with pipe."
+           << (firstStage->isBeforeInBlock(firstLayer) ? "stage" : "layer")
+           << " ops: a pipeline holds stages or layers (cut into stages by "
+              "--pipe-partition)";
+  if (ArrayAttr devices = getDevicesAttr()) {
+    for (Attribute a : devices) {
+      auto ref = cast<FlatSymbolRefAttr>(a);
+      auto device = dyn_cast_or_null<DeviceOp>(
+          mlir::SymbolTable::lookupSymbolIn(*this, ref.getAttr()));
+      if (!device)
+        return emitOpError() << "devices(...) names " << ref
+                             << ", which is not a pipe.device of this "
+                                "pipeline";
+    }
+    if (static_cast<int64_t>(devices.size()) != getRanks())
+      return emitOpError() << "devices(...) assigns " << devices.size()
+                           << " ranks; the pipeline has " << getRanks();
+  }
+  if (firstLayer)
+    return success(); // the stages' rules apply after --pipe-partition
   // Stage-local rules were checked by StageOp::verify; what is left concerns
   // the stages together and is the scheduler library's own validation.
   StageOp firstPinned, firstUnpinned;
@@ -431,6 +515,180 @@ LogicalResult StageOp::verify() {
                            << getParentOp<PipelineOp>().getSymName() << " has "
                            << ranks << " ranks";
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceOp
+//===----------------------------------------------------------------------===//
+
+ParseResult DeviceOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes))
+    return failure();
+  for (;;) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (failed(parser.parseOptionalKeyword(&keyword, {"speed", "memory"})))
+      break;
+    StringAttr attrName = keyword == "speed" ? getSpeedAttrName(result.name)
+                                             : getMemoryAttrName(result.name);
+    if (result.attributes.get(attrName))
+      return parser.emitError(loc) << keyword << "(...) appears twice";
+    double value;
+    if (parser.parseLParen() || parseNumber(parser, value) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(attrName, b.getF64FloatAttr(value));
+  }
+  return parser.parseOptionalAttrDict(result.attributes);
+}
+
+void DeviceOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " speed(" << formatNumber(getSpeed().convertToDouble()) << ")";
+  if (FloatAttr memory = getMemoryAttr())
+    p << " memory(" << formatNumber(memory.getValueAsDouble()) << ")";
+  p.printOptionalAttrDict(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getSpeedAttrName(), getMemoryAttrName()});
+}
+
+LogicalResult DeviceOp::verify() {
+  double speed = getSpeed().convertToDouble();
+  if (!std::isfinite(speed) || speed <= 0.0)
+    return emitOpError() << "speed must be finite and positive, got "
+                         << formatNumber(speed);
+  if (FloatAttr memory = getMemoryAttr()) {
+    double value = memory.getValueAsDouble();
+    if (!std::isfinite(value) || value <= 0.0)
+      return emitOpError() << "memory must be finite and positive, got "
+                           << formatNumber(value);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+ParseResult LayerOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("count"))) {
+    int64_t count;
+    if (parser.parseLParen() || parser.parseInteger(count) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(getCountAttrName(result.name),
+                        b.getI64IntegerAttr(count));
+  }
+  std::pair<StringRef, std::optional<double>> costs[] = {
+      {"forward", std::nullopt},
+      {"backward_input", std::nullopt},
+      {"backward_weight", std::nullopt}};
+  if (parser.parseKeyword("cost") ||
+      parseNamedNumbers(parser, "cost", costs, /*required=*/true))
+    return failure();
+  result.addAttribute(getForwardAttrName(result.name),
+                      b.getF64FloatAttr(*costs[0].second));
+  result.addAttribute(getBackwardInputAttrName(result.name),
+                      b.getF64FloatAttr(*costs[1].second));
+  result.addAttribute(getBackwardWeightAttrName(result.name),
+                      b.getF64FloatAttr(*costs[2].second));
+  std::pair<StringRef, std::optional<double>> memory[] = {
+      {"activation", std::nullopt}, {"weight_grad", std::nullopt}};
+  // memory(...), params(X) and output(X), each at most once, in any order.
+  llvm::SmallVector<StringRef, 3> seen;
+  for (;;) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (failed(parser.parseOptionalKeyword(&keyword,
+                                           {"memory", "params", "output"})))
+      break;
+    if (llvm::is_contained(seen, keyword))
+      return parser.emitError(loc) << keyword << "(...) appears twice";
+    seen.push_back(keyword);
+    if (keyword == "memory") {
+      if (parseNamedNumbers(parser, "memory", memory, /*required=*/false))
+        return failure();
+      continue;
+    }
+    double value;
+    if (parser.parseLParen() || parseNumber(parser, value) ||
+        parser.parseRParen())
+      return failure();
+    result.addAttribute(keyword == "params" ? getParamsAttrName(result.name)
+                                            : getOutputAttrName(result.name),
+                        b.getF64FloatAttr(value));
+  }
+  double activation = memory[0].second.value_or(1.0);
+  result.addAttribute(getActivationAttrName(result.name),
+                      b.getF64FloatAttr(activation));
+  result.addAttribute(getWeightGradAttrName(result.name),
+                      b.getF64FloatAttr(memory[1].second.value_or(activation)));
+  return parser.parseOptionalAttrDict(result.attributes);
+}
+
+void LayerOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  if (getCount() != 1)
+    p << " count(" << getCount() << ")";
+  p << " cost(forward = " << formatNumber(getForward().convertToDouble())
+    << ", backward_input = "
+    << formatNumber(getBackwardInput().convertToDouble())
+    << ", backward_weight = "
+    << formatNumber(getBackwardWeight().convertToDouble()) << ")";
+  p << " memory(activation = "
+    << formatNumber(getActivation().convertToDouble())
+    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
+    << ")";
+  if (FloatAttr params = getParamsAttr())
+    p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
+  if (FloatAttr output = getOutputAttr())
+    p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
+  p.printOptionalAttrDict(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getCountAttrName(), getForwardAttrName(),
+       getBackwardInputAttrName(), getBackwardWeightAttrName(),
+       getActivationAttrName(), getWeightGradAttrName(), getParamsAttrName(),
+       getOutputAttrName()});
+}
+
+LogicalResult LayerOp::verify() {
+  std::pair<StringRef, double> values[] = {
+      {"cost 'forward'", getForward().convertToDouble()},
+      {"cost 'backward_input'", getBackwardInput().convertToDouble()},
+      {"cost 'backward_weight'", getBackwardWeight().convertToDouble()},
+      {"memory 'activation'", getActivation().convertToDouble()},
+      {"memory 'weight_grad'", getWeightGrad().convertToDouble()}};
+  for (auto [what, value] : values)
+    if (!std::isfinite(value) || value < 0.0)
+      return emitOpError() << what << " must be finite and non-negative, got "
+                           << formatNumber(value);
+  std::pair<StringRef, FloatAttr> optional[] = {{"params", getParamsAttr()},
+                                                {"output", getOutputAttr()}};
+  for (auto [what, attr] : optional)
+    if (attr && (!std::isfinite(attr.getValueAsDouble()) ||
+                 attr.getValueAsDouble() < 0.0))
+      return emitOpError() << what << " must be finite and non-negative, got "
+                           << formatNumber(attr.getValueAsDouble());
+  if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())
+    return emitOpError() << "memory 'weight_grad' ("
+                         << formatNumber(getWeightGrad().convertToDouble())
+                         << ") exceeds 'activation' ("
+                         << formatNumber(getActivation().convertToDouble())
+                         << ")";
+  if (getCount() > 1000000)
+    return emitOpError() << "count(" << getCount()
+                         << ") is above the limit of 1000000 layers";
   return success();
 }
 

@@ -41,7 +41,8 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$ranks,
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$microbatches,
     DefaultValuedAttr<F64Attr, "0.0">:$latency,
-    OptionalAttr<F64Attr>:$capacity
+    OptionalAttr<F64Attr>:$capacity,
+    OptionalAttr<FlatSymbolRefArrayAttr>:$devices
   );
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -51,7 +52,66 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
   let extraClassDeclaration = [{
     /// The stages in chain order.
     auto getStages() { return getBody().front().getOps<StageOp>(); }
+    /// The layers in model order (a layer pipeline, before partitioning).
+    auto getLayers() { return getBody().front().getOps<LayerOp>(); }
+    /// The device kinds declared in the pipeline.
+    auto getDeviceKinds() { return getBody().front().getOps<DeviceOp>(); }
+    /// Whether the pipeline holds pipe.layer ops (to be cut into stages by
+    /// --pipe-partition) rather than stages.
+    bool isLayerPipeline() { return !getLayers().empty(); }
   }];
+}
+
+def Pipe_DeviceOp : Pipe_Op<"device", [Symbol, HasParent<"PipelineOp">]> {
+  let summary = "A kind of device the pipeline's ranks run on";
+  let description = [{
+    `speed(X)` (default 1): an action on a rank of this device takes its
+    cost / X. `memory(X)` (optional): the rank's memory capacity, in the
+    unit of the stages' memory (absent: the pipeline's `capacity`, if
+    any). The pipeline's `devices(@a x 4, @b x 4)` assigns devices to its
+    ranks in order.
+
+    ```mlir
+    pipe.device @a100 speed(0.5) memory(40.0)
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    DefaultValuedAttr<F64Attr, "1.0">:$speed,
+    OptionalAttr<F64Attr>:$memory
+  );
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Pipe_LayerOp : Pipe_Op<"layer", [Symbol, HasParent<"PipelineOp">]> {
+  let summary = "Layers of the model, before it is cut into stages";
+  let description = [{
+    A pipeline holds either `pipe.stage` ops or `pipe.layer` ops, in model
+    order. `count(N)` (default 1) repeats the layer N times. Costs and
+    memory mean what they mean on a stage, per layer; `params(X)` is one
+    layer's weight, gradient and optimizer memory; `output(X)` the size of
+    the activation it sends to the next layer. `--pipe-partition` cuts the
+    layers into stages; each layer is one transformer layer when training
+    with the reference model.
+
+    ```mlir
+    pipe.layer @block count(30) cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.8) memory(activation = 1.0) params(0.5) output(1.0)
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>, "1">:$count,
+    F64Attr:$forward,
+    F64Attr:$backward_input,
+    F64Attr:$backward_weight,
+    F64Attr:$activation,
+    F64Attr:$weight_grad,
+    OptionalAttr<F64Attr>:$params,
+    OptionalAttr<F64Attr>:$output
+  );
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
 }
 
 def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {

@@ -10,6 +10,42 @@
 
 include "mlir/Pass/PassBase.td"
 
+def PipePartitionPass : Pass<"pipe-partition", "mlir::ModuleOp"> {
+  let summary = "Cut every layer pipeline into contiguous stages";
+  let description = [{
+    For each `pipe.pipeline` that holds `pipe.layer` ops, replaces the
+    layers (each `count(N)` as N layers, in model order) with `pipe.stage`
+    ops `@s0`, `@s1`, ... of contiguous layers: costs, memory and `params`
+    summed, `layers(N)` their layer count, and `layer_range = array<i64: a,
+    b>` the layers [a, b) they hold. Every existing kind and tool then works
+    on the result.
+
+    `stages=S` (default `auto`: one stage per rank) chooses the count.
+    `placement` says which rank each stage will run on, for the balance:
+    `contiguous` (default; blocks of stages per rank, as gpipe, 1f1b,
+    zb-h1 and zb-h2 place them), `loop` (stage s on rank s mod ranks, as
+    interleaved-1f1b) or `v` (two stages per rank in a V, as zb-v and
+    dualpipev); `stagecraft-run` passes the one of its `--schedule`. The cut minimizes the slowest stage's (F + I + W) / speed of
+    its rank's device, exactly (dynamic programming over cut points), with
+    every stage within its share of its rank's capacity (the device's
+    memory, else `capacity`; split evenly among the rank's stages): its
+    `params` plus min(microbatches, ranks - rank) forwards' activations,
+    1F1B's in-flight bound. When no cut fits that, it is tried again with
+    one forward's activation per stage (recomputation, planned by
+    `--pipe-schedule`, must then make the rest fit) and a remark says so;
+    when nothing fits even then, the error names the stage, its rank and
+    what the smallest slice it can hold needs.
+  }];
+  let options = [
+    Option<"stages", "stages", "std::string", /*default=*/"\"auto\"",
+           "stages to cut each layer pipeline into: a number, or auto "
+           "(default: one stage per rank)">,
+    Option<"placement", "placement", "std::string", /*default=*/"\"contiguous\"",
+           "where the stages will run, for the balance: contiguous, loop or "
+           "v (default contiguous)">,
+  ];
+}
+
 def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   let summary = "Generate a per-rank schedule for every pipe.pipeline";
   let description = [{

@@ -125,6 +125,14 @@ struct SchedulePass
           return signalPassFailure();
         }
       }
+      if (pipeline.isLayerPipeline()) {
+        pipeline.emitError()
+            << "pipeline @" << pipeline.getSymName()
+            << " holds pipe.layer ops: cut it into stages first with "
+               "--pipe-partition (e.g. --pipe-partition=\"stages=auto\" "
+               "--pipe-schedule=...)";
+        return signalPassFailure();
+      }
       sched::Problem problem = problemFromPipeline(pipeline);
       int64_t actions = int64_t(problem.numStages()) * problem.microbatches * 3;
       if (actions > maxActions) {

@@ -34,6 +34,15 @@ using namespace stagecraft::pipe::sched;
 
 double stagecraft::pipe::sched::lowerBound(const Problem &problem,
                                            llvm::ArrayRef<int> placement) {
+  // On devices of different speeds: the costs as each stage's rank sees
+  // them.
+  if (problem.hasDevices()) {
+    bool scaled = true;
+    for (const Problem::Device &d : problem.devices)
+      scaled &= d.speed == 1.0;
+    if (!scaled)
+      return lowerBound(scaledForDevices(problem, placement), placement);
+  }
   const int n = problem.numStages(), p = problem.ranks;
   std::vector<double> work(p, 0.0), chain(p, -1.0);
   double delay = 0.0;

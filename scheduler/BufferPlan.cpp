@@ -309,7 +309,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         PlanOp o;
         o.kind = PlanOp::Kind::Compute;
         o.action = instr.action;
-        o.cost = actionEffect(problem, program.recompute, instr.action).cost;
+        o.cost = actionEffect(problem, program.recompute, instr.action, r).cost;
         for (uint64_t tag : reads[i])
           o.reads.push_back(use(tag));
         for (uint64_t tag : writes[i])

@@ -55,11 +55,36 @@ llvm::Expected<ScheduleKind> stagecraft::pipe::sched::parseScheduleKind(llvm::St
                   name.str(), known));
 }
 
+static llvm::Expected<Schedule>
+generateOnEqualDevices(const Problem &problem, const ScheduleOptions &options);
+
 llvm::Expected<Schedule>
 stagecraft::pipe::sched::generateSchedule(const Problem &problem,
                               const ScheduleOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
+  if (!problem.hasDevices())
+    return generateOnEqualDevices(problem, options);
+  // Devices of different speeds: the kind's placement first (speeds aside),
+  // then the kind again on the costs that placement's devices see, so that
+  // its heuristics (warm-up depths, where W fills bubbles) work on the real
+  // durations. The simulator divides by the speeds itself.
+  Problem plain = scaledForDevices(problem, {});
+  llvm::Expected<Schedule> first = generateOnEqualDevices(plain, options);
+  if (!first)
+    return first.takeError();
+  llvm::Expected<Schedule> second = generateOnEqualDevices(
+      scaledForDevices(problem, first->placement), options);
+  if (!second || second->placement != first->placement) {
+    if (!second)
+      llvm::consumeError(second.takeError());
+    return first;
+  }
+  return second;
+}
+
+static llvm::Expected<Schedule>
+generateOnEqualDevices(const Problem &problem, const ScheduleOptions &options) {
   if (options.kind != ScheduleKind::Helix)
     for (const Stage &s : problem.stages)
       if (s.attention)
@@ -149,7 +174,7 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
     bool attention = false;
     for (const Stage &st : problem.stages)
       attention |= st.attention.has_value();
-    bool joint = problem.capacity.has_value() && request.memoryLimit <= 0.0;
+    bool joint = problem.hasCapacity() && request.memoryLimit <= 0.0;
     if (attention) {
       llvm::Expected<Schedule> s =
           fixedKind(problem, ScheduleKind::Helix, request, policy);
@@ -170,19 +195,19 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
       candidates.push_back({found->name, std::move(found->schedule)});
     }
     if (joint) {
-      // The activation memory the capacity leaves beside the params of the
-      // contiguous placement (the most any rank holds there).
-      double params = 0.0;
+      // The activation memory the capacities leave beside the params of
+      // the contiguous placement (the least any rank has left there).
+      double room = std::numeric_limits<double>::infinity();
+      std::vector<double> held(problem.ranks, 0.0);
       if (llvm::Expected<std::vector<int>> placement =
-              placeContiguous(problem, /*requireContiguous=*/false)) {
-        std::vector<double> held =
-            staticMemory(problem, *placement, problem.ranks);
-        params = *std::max_element(held.begin(), held.end());
-      } else {
+              placeContiguous(problem, /*requireContiguous=*/false))
+        held = staticMemory(problem, *placement, problem.ranks);
+      else
         llvm::consumeError(placement.takeError());
-      }
+      for (int r = 0; r < problem.ranks; ++r)
+        room = std::min(room, problem.capacityOf(r) - held[r]);
       AutoOptions roomy = options;
-      roomy.memoryLimit = *problem.capacity - params;
+      roomy.memoryLimit = std::isfinite(room) ? room : 0.0;
       roomy.progress = nullptr;
       if (roomy.memoryLimit > 0.0) {
         if (llvm::Expected<AutoResult> more = autoSchedule(problem, roomy))
@@ -223,7 +248,7 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
       return std::move(*firstError);
     if (firstError)
       llvm::consumeError(std::move(*firstError));
-    if (problem.capacity || result.schedule.recompute.any())
+    if (problem.hasCapacity() || result.schedule.recompute.any())
       result.choice += " + recompute " + result.recompute;
     return result;
   }

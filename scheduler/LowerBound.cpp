@@ -59,6 +59,12 @@ double jackson(std::vector<Job> jobs) {
 double stagecraft::pipe::sched::memoryAwareLowerBound(
     const Problem &problem, llvm::ArrayRef<int> placement,
     llvm::ArrayRef<double> memoryLimit) {
+  // On devices of different speeds: the costs as each stage's rank sees
+  // them.
+  for (const Problem::Device &d : problem.devices)
+    if (d.speed != 1.0)
+      return memoryAwareLowerBound(scaledForDevices(problem, placement),
+                                   placement, memoryLimit);
   const int n = problem.numStages(), m = problem.microbatches;
   const double inf = std::numeric_limits<double>::infinity();
   auto cost = [&](int s, int type) {

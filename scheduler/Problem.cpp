@@ -23,8 +23,42 @@ bool Problem::isPinned() const {
   return true;
 }
 
-double Problem::capacityOf(int) const {
+double Problem::capacityOf(int r) const {
+  if (r >= 0 && r < static_cast<int>(devices.size()) && devices[r].memory)
+    return *devices[r].memory;
   return capacity ? *capacity : std::numeric_limits<double>::infinity();
+}
+
+double Problem::speedOf(int r) const {
+  return r >= 0 && r < static_cast<int>(devices.size()) ? devices[r].speed
+                                                         : 1.0;
+}
+
+Problem stagecraft::pipe::sched::scaledForDevices(const Problem &problem,
+                                                  llvm::ArrayRef<int> placement) {
+  Problem scaled = problem;
+  if (!problem.hasDevices())
+    return scaled;
+  // Without a placement, only the speeds go (every stage as on speed 1).
+  for (size_t s = 0; s < scaled.stages.size() && s < placement.size(); ++s) {
+    Stage &st = scaled.stages[s];
+    double speed = problem.speedOf(placement[s]);
+    st.forward /= speed;
+    st.backwardInput /= speed;
+    st.backwardWeight /= speed;
+    if (st.forwardBackward)
+      *st.forwardBackward /= speed;
+    if (st.selectiveCost)
+      *st.selectiveCost /= speed;
+    if (st.attention) {
+      st.attention->forward /= speed;
+      st.attention->backward /= speed;
+    }
+  }
+  // Speeds are folded in; memories stay per rank.
+  for (Problem::Device &d : scaled.devices)
+    d.speed = 1.0;
+  return scaled;
 }
 
 double stagecraft::pipe::sched::overlappedCost(const Stage &f, const Stage &b) {
@@ -48,6 +82,21 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
   if (!isNonNegativeFinite(problem.latency))
     return fail(fmt::format("latency must be finite and non-negative, got {}",
                             problem.latency));
+  if (!problem.devices.empty() &&
+      static_cast<int>(problem.devices.size()) != problem.ranks)
+    return fail(fmt::format("devices(...) assigns {} ranks; the pipeline has "
+                            "{}",
+                            problem.devices.size(), problem.ranks));
+  for (const Problem::Device &d : problem.devices) {
+    if (!(d.speed > 0.0) || !std::isfinite(d.speed))
+      return fail(fmt::format("device @{}: speed must be finite and "
+                              "positive, got {}",
+                              d.name, d.speed));
+    if (d.memory && (!(*d.memory > 0.0) || !std::isfinite(*d.memory)))
+      return fail(fmt::format("device @{}: memory must be finite and "
+                              "positive, got {}",
+                              d.name, *d.memory));
+  }
   if (problem.capacity &&
       (!std::isfinite(*problem.capacity) || *problem.capacity <= 0.0))
     return fail(fmt::format("capacity must be finite and positive, got {}",

@@ -79,9 +79,33 @@ struct Problem {
   /// plus its live activations must stay within it.
   std::optional<double> capacity;
   std::vector<Stage> stages;
+  /// The device of each rank (`pipe.device`, `devices(...)`); empty: every
+  /// rank the same device of speed 1 with `capacity`.
+  struct Device {
+    std::string name;
+    /// An action on the rank takes cost / speed.
+    double speed = 1.0;
+    /// Its memory capacity (unset: the pipeline's `capacity`).
+    std::optional<double> memory;
+  };
+  std::vector<Device> devices;
 
-  /// The capacity of rank \p r; infinity when unbounded.
+  /// The capacity of rank \p r: its device's memory, else `capacity`;
+  /// infinity when unbounded.
   double capacityOf(int r) const;
+  /// The speed of rank \p r's device (1 without devices).
+  double speedOf(int r) const;
+  bool hasDevices() const { return !devices.empty(); }
+  /// Whether some rank's memory is bounded (`capacity`, or a device's
+  /// `memory`).
+  bool hasCapacity() const {
+    if (capacity)
+      return true;
+    for (const Device &d : devices)
+      if (d.memory)
+        return true;
+    return false;
+  }
 
   int numStages() const { return static_cast<int>(stages.size()); }
   /// True when every stage carries a user placement.
@@ -94,6 +118,13 @@ struct Problem {
 /// `selective` and its cost given together; capacity positive; pins either on every stage or on none, each in range,
 /// leaving no rank empty. Fails with a message naming the offending value.
 llvm::Error validateProblem(const Problem &problem);
+
+/// \p problem as every rank's device sees it when stage s runs on rank
+/// \p placement[s]: each stage's costs divided by its rank's speed, and no
+/// devices left (capacities stay per rank through `devices[r].memory`, as
+/// device-less ranks keep `capacity`). What the generators schedule, so
+/// that their cost heuristics see the real durations.
+Problem scaledForDevices(const Problem &problem, llvm::ArrayRef<int> placement);
 
 } // namespace stagecraft::pipe::sched
 

@@ -41,7 +41,7 @@ stagecraft::pipe::sched::parseRecomputePolicy(llvm::StringRef name) {
 
 RecomputePolicy stagecraft::pipe::sched::defaultRecomputePolicy(
     const Problem &problem, std::optional<RecomputePolicy> kindDefault) {
-  if (problem.capacity)
+  if (problem.hasCapacity())
     return RecomputePolicy::Auto;
   return kindDefault.value_or(RecomputePolicy::None);
 }
@@ -55,7 +55,7 @@ static std::vector<double> rankProfile(const Problem &problem,
   std::vector<double> profile(order.size());
   double live = base;
   for (size_t i = 0; i < order.size(); ++i) {
-    ActionEffect e = actionEffect(problem, schedule.recompute, order[i]);
+    ActionEffect e = actionEffect(problem, schedule.recompute, order[i], r);
     live += e.allocAtStart;
     profile[i] = live;
     live -= e.freeAtEnd;
@@ -291,7 +291,7 @@ stagecraft::pipe::sched::planRecomputation(const Problem &problem,
   RecomputeOutcome outcome;
   outcome.chosen = recomputePolicyName(policy).str();
 
-  if (policy != RecomputePolicy::Auto || !problem.capacity) {
+  if (policy != RecomputePolicy::Auto || !problem.hasCapacity()) {
     if (policy == RecomputePolicy::Auto)
       policy = RecomputePolicy::None;
     assignUniform(problem, schedule.recompute, policy);

@@ -155,7 +155,8 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      "last end on one rank: the zero-bubble papers' figure)\n",
                      timeline.maxSpan());
   // Capacity, params and recomputation get their columns where they exist.
-  bool memoryColumns = problem.capacity || schedule.recompute.any();
+  bool memoryColumns = problem.hasCapacity() || schedule.recompute.any() ||
+                       problem.hasDevices();
   for (const Stage &st : problem.stages)
     memoryColumns |= st.params > 0.0;
   if (memoryColumns) {
@@ -163,9 +164,11 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
            "one is given); recomputed F = forwards that recompute in their "
            "backward, of those the rank runs\n";
     out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}  {:>16}  "
-                       "{}\n",
+                       "{}{}\n",
                        "rank", "busy", "span", "peak memory", "params",
-                       "capacity", "recomputed F", "stages");
+                       "capacity", "recomputed F",
+                       problem.hasDevices() ? "device (speed)  " : "",
+                       "stages");
   } else {
     out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {}\n", "rank", "busy",
                        "span", "peak memory", "stages");
@@ -194,15 +197,21 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
       recomputed += " sel";
     else if (full)
       recomputed += " full";
-    std::string capacity =
-        problem.capacity ? fmt::format("{:.6g}", problem.capacityOf(r)) : "-";
+    std::string capacity = std::isfinite(problem.capacityOf(r))
+                               ? fmt::format("{:.6g}", problem.capacityOf(r))
+                               : "-";
+    std::string device;
+    if (problem.hasDevices())
+      device = fmt::format("{:<16}",
+                           fmt::format("@{} ({:.6g})", problem.devices[r].name,
+                                       problem.devices[r].speed));
     out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {:>10.6g}  "
-                       "{:>10}  {:>16}  {}\n",
+                       "{:>10}  {:>16}  {}{}\n",
                        r, timeline.busy[r], timeline.span[r], timeline.peak(r),
                        timeline.staticMemory.empty()
                            ? 0.0
                            : timeline.staticMemory[r],
-                       capacity, recomputed, stages);
+                       capacity, recomputed, device, stages);
   }
   out += renderAsciiTimeline(schedule, timeline, width);
   return out;

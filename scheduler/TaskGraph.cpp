@@ -85,7 +85,7 @@ double stagecraft::pipe::sched::recomputeCost(const Stage &stage,
 
 ActionEffect stagecraft::pipe::sched::actionEffect(
     const Problem &problem, const RecomputeTable &recompute,
-    const Action &a) {
+    const Action &a, int rank) {
   const Stage &stage = problem.stages[a.stage];
   ActionEffect e;
   // The start of a backward of (s, m): re-run and re-materialize.
@@ -132,6 +132,7 @@ ActionEffect stagecraft::pipe::sched::actionEffect(
     e.freeAtEnd = stage.attention->memory;
     break;
   }
+  e.cost /= problem.speedOf(rank);
   return e;
 }
 
@@ -250,7 +251,7 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       }
       Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0,
                 a.backwardStage, a.backwardMicrobatch};
-      ActionEffect effect = actionEffect(problem, schedule.recompute, a);
+      ActionEffect effect = actionEffect(problem, schedule.recompute, a, r);
       task.cost = effect.cost;
       task.allocAtStart = effect.allocAtStart;
       task.freeAtEnd = effect.freeAtEnd;

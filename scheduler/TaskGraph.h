@@ -101,10 +101,11 @@ double recomputeCost(const Stage &stage, Recompute mode);
 /// recomputation of \p recompute: F allocates what it keeps; I (or B)
 /// re-runs what was not kept and re-materializes the activation, then frees
 /// all but weight_grad (B: all); W frees weight_grad. Assumes the action's
-/// stages and microbatches are in range.
+/// stages and microbatches are in range. The cost is the time on rank
+/// \p rank: divided by its device's speed.
 ActionEffect actionEffect(const Problem &problem,
                           const RecomputeTable &recompute,
-                          const Action &action);
+                          const Action &action, int rank);
 
 /// Per rank: the `params` of the stages \p placement puts there.
 std::vector<double> staticMemory(const Problem &problem,

@@ -82,6 +82,21 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
   }
   if (!options.kind.empty()) {
     PassManager pm(context);
+    // A layer pipeline is cut into stages first (one per rank).
+    for (PipelineOp pipeline : module.getOps<PipelineOp>())
+      if (pipeline.isLayerPipeline()) {
+        PipePartitionPassOptions partition;
+        if (!options.partitionStages.empty())
+          partition.stages = options.partitionStages;
+        // Balanced for where the kind puts the stages.
+        if (options.kind == "interleaved-1f1b" || options.kind == "auto" ||
+            options.kind == "helix")
+          partition.placement = "loop";
+        else if (options.kind == "zb-v" || options.kind == "dualpipev")
+          partition.placement = "v";
+        pm.addPass(createPipePartitionPass(partition));
+        break;
+      }
     PipeSchedulePassOptions pass;
     pass.kind = options.kind;
     pass.chunks = options.chunks;

@@ -33,6 +33,9 @@ struct CompileOptions {
   int64_t unitBytes = 4096;
   /// Smallest activation and gradient message buffer (training payloads).
   int64_t minMessageBytes = 64;
+  /// For a layer pipeline: --pipe-partition's stages= (empty: auto, one
+  /// stage per rank).
+  std::string partitionStages;
   /// Put the errors the compiler reports into the returned error instead
   /// of printing them (a supervisor that tries several kinds).
   bool quiet = false;

@@ -568,3 +568,88 @@ pipe.pipeline @p ranks(1) microbatches(1) {
   // expected-error @below {{params(...) appears twice}}
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) params(1.0) params(2.0)
 }
+
+// -----
+
+// Tests that a pipeline holds stages or layers, not both.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  // expected-error @below {{'pipe.layer' op cannot share a pipeline with pipe.stage ops: a pipeline holds stages or layers (cut into stages by --pipe-partition)}}
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that devices(...) names declared devices.
+// expected-error @below {{'pipe.pipeline' op devices(...) names @gpu, which is not a pipe.device of this pipeline}}
+pipe.pipeline @p ranks(1) microbatches(1) devices(@gpu) {
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that devices(...) assigns every rank.
+// expected-error @below {{devices(...) assigns 2 ranks; the pipeline has 3}}
+pipe.pipeline @p ranks(3) microbatches(1) devices(@gpu x 2) {
+  pipe.device @gpu
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that devices(...) assigns no more ranks than there are.
+// expected-error @below {{devices(...) assigns more than the pipeline's 2 ranks}}
+pipe.pipeline @p ranks(2) microbatches(1) devices(@gpu, @gpu x 2) {
+  pipe.device @gpu
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a device's speed is positive.
+pipe.pipeline @p ranks(1) microbatches(1) devices(@gpu) {
+  // expected-error @below {{'pipe.device' op speed must be finite and positive, got 0.0}}
+  pipe.device @gpu speed(0.0)
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a device's memory is positive and finite.
+pipe.pipeline @p ranks(1) microbatches(1) devices(@gpu) {
+  // expected-error @below {{'pipe.device' op memory must be finite and positive, got inf}}
+  pipe.device @gpu memory(inf)
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a layer's count is at least 1.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.layer' op attribute 'count' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 1}}
+  pipe.layer @l count(0) cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a layer's costs are all given.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{cost(...) needs 'backward_weight'}}
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0)
+}
+
+// -----
+
+// Tests that a layer's params are non-negative.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.layer' op params must be finite and non-negative, got -1.0}}
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) params(-1.0)
+}
+
+// -----
+
+// Tests that output(...) appears once.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{output(...) appears twice}}
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) output(1.0) output(2.0)
+}

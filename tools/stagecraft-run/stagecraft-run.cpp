@@ -80,6 +80,10 @@ static cl::opt<std::string> recompute(
     "recompute", cl::cat(runCategory),
     cl::desc("with --schedule: none, full, selective or auto (default: auto "
              "when the spec has a capacity, else none; helix: full)"));
+static cl::opt<std::string> partitionStages(
+    "stages", cl::cat(runCategory),
+    cl::desc("with a spec of pipe.layer ops: cut it into this many stages "
+             "(--pipe-partition's stages=; default auto: one per rank)"));
 static cl::opt<int> ranksOverride(
     "ranks", cl::init(0), cl::cat(runCategory),
     cl::desc("with a spec: schedule it on this many ranks instead of its "
@@ -258,6 +262,7 @@ static stagecraft::pipe::CompileOptions compileOptions() {
   options.scheduleName = scheduleName;
   options.unitBytes = unitBytes;
   options.ranks = ranksOverride;
+  options.partitionStages = partitionStages;
   return options;
 }
 

@@ -83,7 +83,7 @@ def main():
                         f"--schedule={kind}", *COMMON,
                         f"--checkpoint-dir={where}/c", "--checkpoint-every=2",
                         f"--inject-failure={failures.replace('+', ',')}",
-                        "--timeout=1s", f"--dump-weights={where}/w",
+                        "--timeout=3s", f"--dump-weights={where}/w",
                         *launcher])
         problems = []
         if rc != 0:
