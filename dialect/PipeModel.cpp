@@ -437,3 +437,70 @@ ScheduleOp stagecraft::pipe::buildProgram(
   }
   return op;
 }
+
+std::vector<sched::Layer>
+stagecraft::pipe::layersFromPipeline(PipelineOp pipeline) {
+  std::vector<sched::Layer> layers;
+  for (LayerOp op : pipeline.getLayers())
+    for (int64_t k = 0; k < op.getCount(); ++k) {
+      sched::Layer l;
+      l.name = op.getSymName().str();
+      l.forward = op.getForward().convertToDouble();
+      l.backwardInput = op.getBackwardInput().convertToDouble();
+      l.backwardWeight = op.getBackwardWeight().convertToDouble();
+      l.activation = op.getActivation().convertToDouble();
+      l.weightGrad = op.getWeightGrad().convertToDouble();
+      if (FloatAttr params = op.getParamsAttr())
+        l.params = params.getValueAsDouble();
+      if (FloatAttr output = op.getOutputAttr())
+        l.output = output.getValueAsDouble();
+      layers.push_back(l);
+    }
+  return layers;
+}
+
+void stagecraft::pipe::replaceLayersWithStages(
+    PipelineOp pipeline, llvm::ArrayRef<sched::Layer> layers,
+    const sched::Partition &partition, llvm::ArrayRef<int> deviceOrder) {
+  std::vector<sched::Stage> built =
+      sched::stagesFromPartition(layers, partition);
+  OpBuilder builder(pipeline.getContext());
+  Operation *firstLayer = *pipeline.getLayers().begin();
+  builder.setInsertionPoint(firstLayer);
+  Location loc = firstLayer->getLoc();
+  auto f64 = [&](double v) { return builder.getF64FloatAttr(v); };
+  for (int s = 0; s < partition.numStages(); ++s) {
+    const sched::Stage &st = built[s];
+    OperationState state(loc, StageOp::getOperationName());
+    state.addAttribute(StageOp::getSymNameAttrName(state.name),
+                       builder.getStringAttr("s" + std::to_string(s)));
+    state.addAttribute(StageOp::getLayersAttrName(state.name),
+                       builder.getI64IntegerAttr(st.layers));
+    state.addAttribute(StageOp::getForwardAttrName(state.name),
+                       f64(st.forward));
+    state.addAttribute(StageOp::getBackwardInputAttrName(state.name),
+                       f64(st.backwardInput));
+    state.addAttribute(StageOp::getBackwardWeightAttrName(state.name),
+                       f64(st.backwardWeight));
+    state.addAttribute(StageOp::getActivationAttrName(state.name),
+                       f64(st.activation));
+    state.addAttribute(StageOp::getWeightGradAttrName(state.name),
+                       f64(st.weightGrad));
+    if (st.params > 0.0)
+      state.addAttribute(StageOp::getParamsAttrName(state.name),
+                         f64(st.params));
+    state.addAttribute("layer_range",
+                       builder.getDenseI64ArrayAttr(
+                           {partition.first[s], partition.first[s + 1]}));
+    builder.create(state);
+  }
+  for (LayerOp op : llvm::make_early_inc_range(pipeline.getLayers()))
+    op.erase();
+  if (ArrayAttr devices = pipeline.getDevicesAttr();
+      devices && !deviceOrder.empty()) {
+    SmallVector<Attribute> reordered;
+    for (int r : deviceOrder)
+      reordered.push_back(devices[r]);
+    pipeline.setDevicesAttr(builder.getArrayAttr(reordered));
+  }
+}

@@ -14,6 +14,7 @@
 
 #include "dialect/PipeOps.h"
 
+#include "scheduler/Partition.h"
 #include "scheduler/Program.h"
 #include "scheduler/Schedule.h"
 
@@ -26,6 +27,18 @@
 namespace stagecraft::pipe {
 
 /// The problem a verified \p pipeline describes.
+/// The layers of a layer pipeline in model order, each `count(N)` as N.
+std::vector<sched::Layer> layersFromPipeline(PipelineOp pipeline);
+
+/// Replaces \p pipeline's pipe.layer ops with pipe.stage ops `@s0`, ... cut
+/// by \p partition (sums, `layers(N)`, `layer_range`), and, when
+/// \p deviceOrder is given, reorders `devices(...)`: rank r gets the device
+/// of rank deviceOrder[r].
+void replaceLayersWithStages(PipelineOp pipeline,
+                             llvm::ArrayRef<sched::Layer> layers,
+                             const sched::Partition &partition,
+                             llvm::ArrayRef<int> deviceOrder = {});
+
 sched::Problem problemFromPipeline(PipelineOp pipeline);
 
 /// The kind of an action op; nullopt for any other op.

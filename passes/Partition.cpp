@@ -11,7 +11,6 @@
 
 #include "scheduler/Partition.h"
 
-#include "mlir/IR/Builders.h"
 
 #include <fmt/format.h>
 
@@ -32,22 +31,7 @@ struct PartitionPass
   using PipePartitionPassBase::PipePartitionPassBase;
 
   LogicalResult partition(PipelineOp pipeline) {
-    std::vector<sched::Layer> layers;
-    for (LayerOp op : pipeline.getLayers())
-      for (int64_t k = 0; k < op.getCount(); ++k) {
-        sched::Layer l;
-        l.name = op.getSymName().str();
-        l.forward = op.getForward().convertToDouble();
-        l.backwardInput = op.getBackwardInput().convertToDouble();
-        l.backwardWeight = op.getBackwardWeight().convertToDouble();
-        l.activation = op.getActivation().convertToDouble();
-        l.weightGrad = op.getWeightGrad().convertToDouble();
-        if (FloatAttr params = op.getParamsAttr())
-          l.params = params.getValueAsDouble();
-        if (FloatAttr output = op.getOutputAttr())
-          l.output = output.getValueAsDouble();
-        layers.push_back(l);
-      }
+    std::vector<sched::Layer> layers = layersFromPipeline(pipeline);
     // The devices and capacities of the ranks (no stages yet).
     sched::Problem ranks = problemFromPipeline(pipeline);
     const int p = ranks.ranks, m = ranks.microbatches;
@@ -94,6 +78,7 @@ struct PartitionPass
       target.speed.push_back(ranks.speedOf(r));
       target.budget.push_back(ranks.capacityOf(r) / perRank[r]);
       target.inFlight.push_back(std::min(m, p - r));
+      target.rank.push_back(r);
     }
     llvm::Expected<sched::Partition> cut =
         sched::partitionLayers(layers, target);
@@ -112,41 +97,7 @@ struct PartitionPass
           << "); this one fits one forward's per stage, and recomputation "
              "must fit the rest";
     }
-    std::vector<sched::Stage> built = sched::stagesFromPartition(layers, *cut);
-    OpBuilder builder(pipeline.getContext());
-    Block &body = pipeline.getBody().front();
-    Operation *firstLayer = *pipeline.getLayers().begin();
-    builder.setInsertionPoint(firstLayer);
-    Location loc = firstLayer->getLoc();
-    for (int s = 0; s < count; ++s) {
-      const sched::Stage &st = built[s];
-      OperationState state(loc, StageOp::getOperationName());
-      auto f64 = [&](double v) { return builder.getF64FloatAttr(v); };
-      state.addAttribute(StageOp::getSymNameAttrName(state.name),
-                         builder.getStringAttr(fmt::format("s{}", s)));
-      state.addAttribute(StageOp::getLayersAttrName(state.name),
-                         builder.getI64IntegerAttr(st.layers));
-      state.addAttribute(StageOp::getForwardAttrName(state.name),
-                         f64(st.forward));
-      state.addAttribute(StageOp::getBackwardInputAttrName(state.name),
-                         f64(st.backwardInput));
-      state.addAttribute(StageOp::getBackwardWeightAttrName(state.name),
-                         f64(st.backwardWeight));
-      state.addAttribute(StageOp::getActivationAttrName(state.name),
-                         f64(st.activation));
-      state.addAttribute(StageOp::getWeightGradAttrName(state.name),
-                         f64(st.weightGrad));
-      if (st.params > 0.0)
-        state.addAttribute(StageOp::getParamsAttrName(state.name),
-                           f64(st.params));
-      state.addAttribute(
-          "layer_range",
-          builder.getDenseI64ArrayAttr({cut->first[s], cut->first[s + 1]}));
-      builder.create(state);
-    }
-    for (LayerOp op : llvm::make_early_inc_range(pipeline.getLayers()))
-      op.erase();
-    (void)body;
+    replaceLayersWithStages(pipeline, layers, *cut);
     return success();
   }
 

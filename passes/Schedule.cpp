@@ -11,6 +11,7 @@
 
 #include "scheduler/AutoScheduler.h"
 #include "scheduler/Generators.h"
+#include "scheduler/LayerSearch.h"
 #include "scheduler/Simulator.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -125,6 +126,11 @@ struct SchedulePass
           return signalPassFailure();
         }
       }
+      if (pipeline.isLayerPipeline() && kind == "auto") {
+        if (failed(searchLayers(module, symbols, pipeline)))
+          return signalPassFailure();
+        continue;
+      }
       if (pipeline.isLayerPipeline()) {
         pipeline.emitError()
             << "pipeline @" << pipeline.getSymName()
@@ -199,6 +205,39 @@ struct SchedulePass
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));
     }
+  }
+
+  /// kind=auto on a layer pipeline: partition x device order x kind
+  /// (scheduler/LayerSearch.h); the pipeline becomes the chosen stage
+  /// pipeline and gets the schedule.
+  LogicalResult searchLayers(ModuleOp module, SymbolTable &symbols,
+                             PipelineOp pipeline) {
+    std::vector<sched::Layer> layers = layersFromPipeline(pipeline);
+    sched::Problem ranks = problemFromPipeline(pipeline);
+    sched::KindRequest request;
+    request.kind = "auto";
+    if (!recompute.empty())
+      request.recompute = sched::parseRecomputePolicy(recompute);
+    request.memoryLimit = memoryLimit;
+    request.timeLimit = timeLimit;
+    llvm::Expected<sched::LayerSearchResult> found =
+        sched::searchLayerPipeline(ranks, layers, request);
+    if (!found)
+      return pipeline.emitError()
+             << "cannot schedule layer pipeline @" << pipeline.getSymName()
+             << " as auto: " << llvm::toString(found.takeError());
+    replaceLayersWithStages(pipeline, layers, found->partition,
+                            found->deviceOrder);
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(pipeline);
+    ScheduleOp op =
+        buildSchedule(builder, pipeline.getLoc(), pipeline,
+                      (pipeline.getSymName() + "_auto").str(), "auto",
+                      found->result.schedule);
+    op->setAttr("auto_choice", builder.getStringAttr(found->choice));
+    op->setAttr("candidates", builder.getI64IntegerAttr(found->candidates));
+    symbols.insert(op, Block::iterator(op));
+    return success();
   }
 
 };

@@ -71,10 +71,14 @@ static llvm::Error nothingFits(llvm::ArrayRef<Layer> layers,
     if (least > t.budget[s])
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("stage {} cannot fit even one layer: the smallest it "
-                      "can hold, layer {} (@{}), needs {:g} (params plus {} "
-                      "forwards' activations), above its {:g}",
-                      s, which, layers[which].name, least, t.inFlight[s],
+          fmt::format("stage {}{} cannot fit even one layer: the smallest "
+                      "it can hold, layer {} (@{}), needs {:g} (params plus "
+                      "{} forwards' activations), above its {:g}",
+                      s,
+                      s < static_cast<int>(t.rank.size())
+                          ? fmt::format(" (rank {})", t.rank[s])
+                          : std::string(),
+                      which, layers[which].name, least, t.inFlight[s],
                       t.budget[s]));
   }
   return llvm::createStringError(

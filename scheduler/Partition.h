@@ -45,6 +45,8 @@ struct PartitionTarget {
   /// `inFlight[s]` forwards' activations must fit (infinity: unbounded).
   std::vector<double> budget;
   std::vector<int> inFlight;
+  /// Per stage: its rank, for messages (empty: not said).
+  std::vector<int> rank;
 };
 
 /// A partition: stage s holds layers [first[s], first[s + 1]).

@@ -83,14 +83,14 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
   if (!options.kind.empty()) {
     PassManager pm(context);
     // A layer pipeline is cut into stages first (one per rank).
+    // (auto searches the cut together with the kind.)
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
-      if (pipeline.isLayerPipeline()) {
+      if (pipeline.isLayerPipeline() && options.kind != "auto") {
         PipePartitionPassOptions partition;
         if (!options.partitionStages.empty())
           partition.stages = options.partitionStages;
         // Balanced for where the kind puts the stages.
-        if (options.kind == "interleaved-1f1b" || options.kind == "auto" ||
-            options.kind == "helix")
+        if (options.kind == "interleaved-1f1b" || options.kind == "helix")
           partition.placement = "loop";
         else if (options.kind == "zb-v" || options.kind == "dualpipev")
           partition.placement = "v";

@@ -11,7 +11,7 @@ pipe.pipeline @p ranks(3) microbatches(2) {
 
 // -----
 
-// expected-error @below {{cannot cut pipeline @p into 3 stages within the ranks' memory: stage 2 cannot fit even one layer: the smallest it can hold, layer 2 (@l), needs 3 (params plus 1 forwards' activations), above its 2}}
+// expected-error @below {{cannot cut pipeline @p into 3 stages within the ranks' memory: stage 2 (rank 2) cannot fit even one layer: the smallest it can hold, layer 2 (@l), needs 3 (params plus 1 forwards' activations), above its 2}}
 pipe.pipeline @p ranks(3) microbatches(4) devices(@big x 2, @small) {
   pipe.device @big memory(100.0)
   pipe.device @small memory(2.0)
