@@ -107,6 +107,57 @@ parseNamedNumbers(OpAsmParser &parser, StringRef keyword,
   return success();
 }
 
+/// `keyword(N)`, when present, as the i64 attribute \p attrName.
+static ParseResult parseOptionalInteger(OpAsmParser &parser,
+                                        OperationState &result,
+                                        StringRef keyword, StringAttr attrName) {
+  if (failed(parser.parseOptionalKeyword(keyword)))
+    return success();
+  int64_t value;
+  if (parser.parseLParen() || parser.parseInteger(value) ||
+      parser.parseRParen())
+    return failure();
+  result.addAttribute(attrName, parser.getBuilder().getI64IntegerAttr(value));
+  return success();
+}
+
+/// ` cost(forward = F, backward_input = I, backward_weight = W` and
+/// ` memory(activation = A, weight_grad = G`, each left open for the
+/// op's further entries.
+static void printCostsOpen(OpAsmPrinter &p, APFloat f, APFloat i, APFloat w) {
+  p << " cost(forward = " << formatNumber(f.convertToDouble())
+    << ", backward_input = " << formatNumber(i.convertToDouble())
+    << ", backward_weight = " << formatNumber(w.convertToDouble());
+}
+static void printMemoryOpen(OpAsmPrinter &p, APFloat a, APFloat g) {
+  p << " memory(activation = " << formatNumber(a.convertToDouble())
+    << ", weight_grad = " << formatNumber(g.convertToDouble());
+}
+
+/// The rules a stage's and a layer's costs and memory share: finite and
+/// non-negative, weight_grad at most the activation.
+static LogicalResult verifyCostsAndMemory(Operation *op, APFloat f, APFloat i,
+                                          APFloat w, APFloat activation,
+                                          APFloat weightGrad) {
+  std::pair<StringRef, double> values[] = {
+      {"cost 'forward'", f.convertToDouble()},
+      {"cost 'backward_input'", i.convertToDouble()},
+      {"cost 'backward_weight'", w.convertToDouble()},
+      {"memory 'activation'", activation.convertToDouble()},
+      {"memory 'weight_grad'", weightGrad.convertToDouble()}};
+  for (auto [what, value] : values)
+    if (!std::isfinite(value) || value < 0.0)
+      return op->emitOpError() << what
+                               << " must be finite and non-negative, got "
+                               << formatNumber(value);
+  if (weightGrad.convertToDouble() > activation.convertToDouble())
+    return op->emitOpError()
+           << "memory 'weight_grad' (" << formatNumber(weightGrad.convertToDouble())
+           << ") exceeds 'activation' ("
+           << formatNumber(activation.convertToDouble()) << ")";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // PipelineOp
 //===----------------------------------------------------------------------===//
@@ -309,22 +360,11 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
                              result.attributes))
     return failure();
-  if (succeeded(parser.parseOptionalKeyword("rank"))) {
-    int64_t rank;
-    if (parser.parseLParen() || parser.parseInteger(rank) ||
-        parser.parseRParen())
-      return failure();
-    result.addAttribute(getRankAttrName(result.name),
-                        b.getI64IntegerAttr(rank));
-  }
-  if (succeeded(parser.parseOptionalKeyword("layers"))) {
-    int64_t layers;
-    if (parser.parseLParen() || parser.parseInteger(layers) ||
-        parser.parseRParen())
-      return failure();
-    result.addAttribute(getLayersAttrName(result.name),
-                        b.getI64IntegerAttr(layers));
-  }
+  if (parseOptionalInteger(parser, result, "rank",
+                           getRankAttrName(result.name)) ||
+      parseOptionalInteger(parser, result, "layers",
+                           getLayersAttrName(result.name)))
+    return failure();
   std::pair<StringRef, std::optional<double>> costs[] = {
       {"forward", std::nullopt},
       {"backward_input", std::nullopt},
@@ -417,19 +457,13 @@ void StageOp::print(OpAsmPrinter &p) {
     p << " rank(" << static_cast<int64_t>(*rank) << ")";
   if (IntegerAttr layers = getLayersAttr())
     p << " layers(" << layers.getInt() << ")";
-  p << " cost(forward = " << formatNumber(getForward().convertToDouble())
-    << ", backward_input = "
-    << formatNumber(getBackwardInput().convertToDouble())
-    << ", backward_weight = "
-    << formatNumber(getBackwardWeight().convertToDouble());
+  printCostsOpen(p, getForward(), getBackwardInput(), getBackwardWeight());
   if (FloatAttr fb = getForwardBackwardAttr())
     p << ", forward_backward = " << formatNumber(fb.getValueAsDouble());
   if (FloatAttr c = getSelectiveCostAttr())
     p << ", selective = " << formatNumber(c.getValueAsDouble());
   p << ")";
-  p << " memory(activation = "
-    << formatNumber(getActivation().convertToDouble())
-    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble());
+  printMemoryOpen(p, getActivation(), getWeightGrad());
   if (FloatAttr r = getRecomputedAttr())
     p << ", recomputed = " << formatNumber(r.getValueAsDouble());
   if (FloatAttr sel = getSelectiveAttr())
@@ -459,16 +493,10 @@ void StageOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult StageOp::verify() {
-  std::pair<StringRef, double> values[] = {
-      {"cost 'forward'", getForward().convertToDouble()},
-      {"cost 'backward_input'", getBackwardInput().convertToDouble()},
-      {"cost 'backward_weight'", getBackwardWeight().convertToDouble()},
-      {"memory 'activation'", getActivation().convertToDouble()},
-      {"memory 'weight_grad'", getWeightGrad().convertToDouble()}};
-  for (auto [what, value] : values)
-    if (!std::isfinite(value) || value < 0.0)
-      return emitOpError() << what << " must be finite and non-negative, got "
-                           << formatNumber(value);
+  if (failed(verifyCostsAndMemory(*this, getForward(), getBackwardInput(),
+                                  getBackwardWeight(), getActivation(),
+                                  getWeightGrad())))
+    return failure();
   std::pair<StringRef, FloatAttr> optional[] = {
       {"cost 'forward_backward'", getForwardBackwardAttr()},
       {"attention 'forward'", getAttentionForwardAttr()},
@@ -486,12 +514,6 @@ LogicalResult StageOp::verify() {
       return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(value);
   }
-  if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())
-    return emitOpError() << "memory 'weight_grad' ("
-                         << formatNumber(getWeightGrad().convertToDouble())
-                         << ") exceeds 'activation' ("
-                         << formatNumber(getActivation().convertToDouble())
-                         << ")";
   double activation = getActivation().convertToDouble();
   std::pair<StringRef, FloatAttr> kept[] = {
       {"recomputed", getRecomputedAttr()}, {"selective", getSelectiveAttr()}};
@@ -581,14 +603,9 @@ ParseResult LayerOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
                              result.attributes))
     return failure();
-  if (succeeded(parser.parseOptionalKeyword("count"))) {
-    int64_t count;
-    if (parser.parseLParen() || parser.parseInteger(count) ||
-        parser.parseRParen())
-      return failure();
-    result.addAttribute(getCountAttrName(result.name),
-                        b.getI64IntegerAttr(count));
-  }
+  if (parseOptionalInteger(parser, result, "count",
+                           getCountAttrName(result.name)))
+    return failure();
   std::pair<StringRef, std::optional<double>> costs[] = {
       {"forward", std::nullopt},
       {"backward_input", std::nullopt},
@@ -641,15 +658,10 @@ void LayerOp::print(OpAsmPrinter &p) {
   p.printSymbolName(getSymName());
   if (getCount() != 1)
     p << " count(" << getCount() << ")";
-  p << " cost(forward = " << formatNumber(getForward().convertToDouble())
-    << ", backward_input = "
-    << formatNumber(getBackwardInput().convertToDouble())
-    << ", backward_weight = "
-    << formatNumber(getBackwardWeight().convertToDouble()) << ")";
-  p << " memory(activation = "
-    << formatNumber(getActivation().convertToDouble())
-    << ", weight_grad = " << formatNumber(getWeightGrad().convertToDouble())
-    << ")";
+  printCostsOpen(p, getForward(), getBackwardInput(), getBackwardWeight());
+  p << ")";
+  printMemoryOpen(p, getActivation(), getWeightGrad());
+  p << ")";
   if (FloatAttr params = getParamsAttr())
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr output = getOutputAttr())
@@ -663,16 +675,10 @@ void LayerOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult LayerOp::verify() {
-  std::pair<StringRef, double> values[] = {
-      {"cost 'forward'", getForward().convertToDouble()},
-      {"cost 'backward_input'", getBackwardInput().convertToDouble()},
-      {"cost 'backward_weight'", getBackwardWeight().convertToDouble()},
-      {"memory 'activation'", getActivation().convertToDouble()},
-      {"memory 'weight_grad'", getWeightGrad().convertToDouble()}};
-  for (auto [what, value] : values)
-    if (!std::isfinite(value) || value < 0.0)
-      return emitOpError() << what << " must be finite and non-negative, got "
-                           << formatNumber(value);
+  if (failed(verifyCostsAndMemory(*this, getForward(), getBackwardInput(),
+                                  getBackwardWeight(), getActivation(),
+                                  getWeightGrad())))
+    return failure();
   std::pair<StringRef, FloatAttr> optional[] = {{"params", getParamsAttr()},
                                                 {"output", getOutputAttr()}};
   for (auto [what, attr] : optional)
@@ -680,12 +686,6 @@ LogicalResult LayerOp::verify() {
                  attr.getValueAsDouble() < 0.0))
       return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(attr.getValueAsDouble());
-  if (getWeightGrad().convertToDouble() > getActivation().convertToDouble())
-    return emitOpError() << "memory 'weight_grad' ("
-                         << formatNumber(getWeightGrad().convertToDouble())
-                         << ") exceeds 'activation' ("
-                         << formatNumber(getActivation().convertToDouble())
-                         << ")";
   if (getCount() > 1000000)
     return emitOpError() << "count(" << getCount()
                          << ") is above the limit of 1000000 layers";
