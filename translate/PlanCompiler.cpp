@@ -74,6 +74,25 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
           return fail(fmt::format("stage @{} is pinned to a rank; re-planning "
                                   "on {} ranks needs a spec without pins",
                                   stage.getSymName().str(), options.ranks));
+      if (ArrayAttr devices = pipeline.getDevicesAttr()) {
+        // The survivors keep their devices.
+        if (static_cast<int>(options.survivors.size()) != options.ranks)
+          return fail(fmt::format(
+              "pipeline @{} has devices(...): re-planning it on {} ranks "
+              "needs the surviving ranks (--survivors=R,R,...; {} given)",
+              pipeline.getSymName().str(), options.ranks,
+              options.survivors.size()));
+        SmallVector<Attribute> kept;
+        for (int r : options.survivors) {
+          if (r < 0 || r >= static_cast<int>(devices.size()))
+            return fail(fmt::format("--survivors names rank {}; pipeline @{} "
+                                    "has ranks 0..{}",
+                                    r, pipeline.getSymName().str(),
+                                    devices.size() - 1));
+          kept.push_back(devices[r]);
+        }
+        pipeline.setDevicesAttr(ArrayAttr::get(context, kept));
+      }
       pipeline.setRanksAttr(
           IntegerAttr::get(IntegerType::get(context, 64), options.ranks));
     }

@@ -14,6 +14,7 @@
 #include "scheduler/Plan.h"
 
 #include <string>
+#include <vector>
 
 namespace stagecraft::pipe {
 
@@ -27,6 +28,10 @@ struct CompileOptions {
   /// When > 0: schedule the spec's pipelines on this many ranks instead of
   /// their own count (re-planning on the surviving ranks).
   int ranks = 0;
+  /// With `ranks`: which of the spec's ranks remain, in order, so that a
+  /// pipeline with devices(...) keeps the survivors' devices; needed there,
+  /// ignored without devices.
+  std::vector<int> survivors;
   double timeLimit = 10.0;
   /// Which schedule, when the file holds several.
   std::string scheduleName;

@@ -89,6 +89,11 @@ static cl::opt<int> ranksOverride(
     cl::desc("with a spec: schedule it on this many ranks instead of its "
              "ranks(N) (re-planning on surviving ranks; default 0: the "
              "spec's)"));
+static cl::list<int> survivorsOption(
+    "survivors", cl::CommaSeparated, cl::cat(runCategory),
+    cl::desc("with --ranks=N on a spec with devices(...): the N ranks of the "
+             "spec that remain, e.g. 0,1,3 (they keep their devices; "
+             "--elastic passes it)"));
 static cl::opt<bool> elastic(
     "elastic", cl::cat(trainCategory),
     cl::desc("supervise training: when a rank is lost (exit 75), re-plan the "
@@ -263,6 +268,7 @@ static stagecraft::pipe::CompileOptions compileOptions() {
   options.unitBytes = unitBytes;
   options.ranks = ranksOverride;
   options.partitionStages = partitionStages;
+  options.survivors.assign(survivorsOption.begin(), survivorsOption.end());
   return options;
 }
 
@@ -514,11 +520,14 @@ static int run(int rank) {
 
 /// Compiles the spec for \p ranks ranks as \p kind, timing it.
 static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
+                                     llvm::ArrayRef<int> survivors,
                                      double &ms) {
   stagecraft::pipe::CompileOptions options = compileOptions();
   options.kind = kind;
   options.chunks = kind == "interleaved-1f1b" ? int(chunks) : 0;
   options.ranks = ranks;
+  if (!survivors.empty())
+    options.survivors.assign(survivors.begin(), survivors.end());
   options.quiet = true;
   auto t0 = std::chrono::steady_clock::now();
   Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
@@ -585,7 +594,10 @@ static int superviseElastic(int argc, char **argv) {
   std::optional<sched::Plan> planFile;
   int ranks = 0;
   if (fromSpec) {
-    Expected<sched::Plan> first = planFor(ranksOverride, kind, ms);
+    Expected<sched::Plan> first =
+        planFor(ranksOverride, kind, std::vector<int>(survivorsOption.begin(),
+                                                      survivorsOption.end()),
+                ms);
     if (!first)
       return stop(toString(first.takeError()), 1);
     ranks = first->numRanks();
@@ -607,7 +619,7 @@ static int superviseElastic(int argc, char **argv) {
     bool drop = a == input;
     for (StringRef flag :
          {"elastic", "max-failures", "launcher", "ranks", "resume", "schedule",
-          "inject-failure", "failure-stamp"})
+          "inject-failure", "failure-stamp", "survivors"})
       for (StringRef dashes : {"-", "--"}) {
         std::string f = (dashes + flag).str();
         drop |= a == f || a.starts_with(f + "=");
@@ -638,6 +650,8 @@ static int superviseElastic(int argc, char **argv) {
   std::vector<int> survivors(ranks);
   for (int r = 0; r < ranks; ++r)
     survivors[r] = r;
+  if (!survivorsOption.empty() && int(survivorsOption.size()) == ranks)
+    survivors.assign(survivorsOption.begin(), survivorsOption.end());
   auto describeSurvivors = [&] {
     std::string list;
     for (int r : survivors)
@@ -668,6 +682,10 @@ static int superviseElastic(int argc, char **argv) {
     if (fromSpec) {
       args.push_back("--ranks=" + std::to_string(ranks));
       args.push_back("--schedule=" + kind);
+      std::string list;
+      for (int r : survivors)
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+      args.push_back("--survivors=" + list);
     }
     if (resumeNext)
       args.push_back("--resume");
@@ -725,7 +743,10 @@ static int superviseElastic(int argc, char **argv) {
                              survivors[*lostRank]);
       survivors.erase(survivors.begin() + *lostRank);
     } else {
-      survivors.pop_back(); // unnamed: the count is what re-planning needs
+      // Not named (a launcher that says nothing): re-planned as if the last
+      // rank were lost; the count is what matters without devices.
+      which = "a rank (not named; taken as the last)";
+      survivors.pop_back();
     }
     std::string detected;
     if (!stamp.empty())
@@ -750,11 +771,11 @@ static int superviseElastic(int argc, char **argv) {
     std::string why, how;
     if (fromSpec) {
       // Re-plan for the survivors: the same kind where it still applies.
-      Expected<sched::Plan> plan = planFor(ranks - 1, kind, ms);
+      Expected<sched::Plan> plan = planFor(ranks - 1, kind, survivors, ms);
       if (!plan) {
         why = toString(plan.takeError());
         double autoMs = 0.0;
-        plan = planFor(ranks - 1, "auto", autoMs);
+        plan = planFor(ranks - 1, "auto", survivors, autoMs);
         if (!plan)
           return cleanUp(stop(
               fmt::format("no plan fits the {} surviving ranks ({}): as "
