@@ -71,7 +71,11 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       makespan within `memory-limit` on every rank (default: the highest
       1F1B peak), in at most `time-limit` seconds; prints a progress line on
       stderr when it runs longer than a second. Never worse than the fixed
-      kinds that fit the limit. Sets `auto_choice` and `lower_bound`.
+      kinds that fit the limit. Sets `auto_choice` and `lower_bound`. On a
+      pipeline of `pipe.layer` ops, auto also chooses the cut into stages,
+      the stages per rank and the device order (docs/dsl.md) and rewrites
+      the pipeline into the chosen stages; every other kind needs
+      `--pipe-partition` first.
     - `helix`: HelixPipe (attention-parallel). Stage j is parameter block j
       on rank j mod p and every stage but the last declares the core
       attention that follows it (`attention(...)`); microbatch offset d of a
