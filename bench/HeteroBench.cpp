@@ -26,8 +26,12 @@
 // Clusters (memory in the units above):
 // - 8 equal: speed 1, memory 80.
 // - 4 + 4: four at speed 1, memory 80, then four at speed 0.5, memory 40.
-// - 2 nodes of 4 with inter-node bandwidth 1/8 of intra-node: not run (links
-//   with bandwidth are not built yet).
+// - 2 x 4: 8 equal devices in 2 nodes of 4; a layer's output (s h bf16 =
+//   32 MB = 0.0625 memory units) crosses NVLink at 300 GB/s inside a node
+//   (7.2 units per time unit, a time unit being one block's forward, about
+//   12 ms at 156 TFLOP/s) and an inter-node link at 1/8 of that (0.9), each
+//   with 0.001 of latency. Links carry any number of transfers at once (the
+//   simulator does not model contention).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +56,7 @@ Layer layer(const char *name, double cost, double activation, double params) {
   l.forward = l.backwardInput = l.backwardWeight = cost;
   l.activation = l.weightGrad = activation;
   l.params = params;
+  l.output = 0.0625;
   return l;
 }
 
@@ -100,6 +105,13 @@ Problem cluster(const char *name) {
   p.ranks = kRanks;
   p.microbatches = kMicrobatches;
   p.name = name;
+  if (std::string(name) == "2 x 4") {
+    Problem::Links links;
+    links.node = 4;
+    links.intra = {0.001, 7.2};
+    links.inter = {0.001, 0.9};
+    p.links = links;
+  }
   for (int r = 0; r < kRanks; ++r) {
     Problem::Device d;
     bool slow = std::string(name) == "4 + 4" && r >= 4;
@@ -175,7 +187,7 @@ int main() {
              "auto s |\n|---|---|---|---|---|---|---|---|---|\n");
   double sum = 0.0, worst = std::numeric_limits<double>::infinity();
   int count = 0;
-  for (const char *clusterName : {"8 equal", "4 + 4"})
+  for (const char *clusterName : {"8 equal", "4 + 4", "2 x 4"})
     for (const char *modelName : {"dense", "moe", "hybrid", "vlm"}) {
       Model m = makeModel(modelName);
       Problem shell = cluster(clusterName);

@@ -39,6 +39,16 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       }
       problem.devices.push_back(std::move(device));
     }
+  if (IntegerAttr node = pipeline.getLinksNodeAttr()) {
+    sched::Problem::Links links;
+    links.node = static_cast<int>(node.getInt());
+    auto get = [](FloatAttr a) { return a ? a.getValueAsDouble() : 0.0; };
+    links.intra = {get(pipeline.getIntraLatencyAttr()),
+                   get(pipeline.getIntraBandwidthAttr())};
+    links.inter = {get(pipeline.getInterLatencyAttr()),
+                   get(pipeline.getInterBandwidthAttr())};
+    problem.links = links;
+  }
   for (StageOp op : pipeline.getStages()) {
     sched::Stage stage;
     stage.name = op.getSymName().str();
@@ -61,6 +71,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.selectiveCost = c.getValueAsDouble();
     if (FloatAttr params = op.getParamsAttr())
       stage.params = params.getValueAsDouble();
+    if (FloatAttr output = op.getOutputAttr())
+      stage.output = output.getValueAsDouble();
     if (FloatAttr af = op.getAttentionForwardAttr())
       stage.attention = sched::Stage::Attention{
           af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),
@@ -489,6 +501,9 @@ void stagecraft::pipe::replaceLayersWithStages(
     if (st.params > 0.0)
       state.addAttribute(StageOp::getParamsAttrName(state.name),
                          f64(st.params));
+    if (st.output > 0.0)
+      state.addAttribute(StageOp::getOutputAttrName(state.name),
+                         f64(st.output));
     state.addAttribute("layer_range",
                        builder.getDenseI64ArrayAttr(
                            {partition.first[s], partition.first[s + 1]}));

@@ -182,9 +182,67 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
   for (;;) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
-    if (failed(parser.parseOptionalKeyword(&keyword,
-                                           {"latency", "capacity", "devices"})))
+    if (failed(parser.parseOptionalKeyword(
+            &keyword, {"latency", "capacity", "devices", "links"})))
       break;
+    if (keyword == "links") {
+      // links(node = N, intra = (latency = L, bandwidth = B), inter = (...))
+      if (result.attributes.get(getLinksNodeAttrName(result.name)))
+        return parser.emitError(loc) << "links(...) appears twice";
+      std::optional<int64_t> node;
+      std::pair<StringRef, std::optional<double>> intra[] = {
+          {"latency", std::nullopt}, {"bandwidth", std::nullopt}};
+      std::pair<StringRef, std::optional<double>> inter[] = {
+          {"latency", std::nullopt}, {"bandwidth", std::nullopt}};
+      bool seenIntra = false, seenInter = false;
+      auto parseEntry = [&]() -> ParseResult {
+        SMLoc entryLoc = parser.getCurrentLocation();
+        StringRef name;
+        if (parser.parseKeyword(&name) || parser.parseEqual())
+          return failure();
+        if (name == "node") {
+          int64_t value;
+          if (node)
+            return parser.emitError(entryLoc)
+                   << "'node' appears twice in links(...)";
+          if (parser.parseInteger(value))
+            return failure();
+          node = value;
+          return success();
+        }
+        if (name == "intra" || name == "inter") {
+          bool &seen = name == "intra" ? seenIntra : seenInter;
+          if (seen)
+            return parser.emitError(entryLoc)
+                   << "'" << name << "' appears twice in links(...)";
+          seen = true;
+          return parseNamedNumbers(parser, name,
+                                   name == "intra" ? intra : inter,
+                                   /*required=*/true);
+        }
+        return parser.emitError(entryLoc)
+               << "unknown links entry '" << name
+               << "'; expected one of: node, intra, inter";
+      };
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Paren,
+                                         parseEntry))
+        return failure();
+      if (!node || !seenIntra || !seenInter)
+        return parser.emitError(loc)
+               << "links(...) needs node = N, intra = (latency = L, "
+                  "bandwidth = B) and inter = (latency = L, bandwidth = B)";
+      result.addAttribute(getLinksNodeAttrName(result.name),
+                          b.getI64IntegerAttr(*node));
+      result.addAttribute(getIntraLatencyAttrName(result.name),
+                          b.getF64FloatAttr(*intra[0].second));
+      result.addAttribute(getIntraBandwidthAttrName(result.name),
+                          b.getF64FloatAttr(*intra[1].second));
+      result.addAttribute(getInterLatencyAttrName(result.name),
+                          b.getF64FloatAttr(*inter[0].second));
+      result.addAttribute(getInterBandwidthAttrName(result.name),
+                          b.getF64FloatAttr(*inter[1].second));
+      continue;
+    }
     StringAttr attrName = keyword == "latency"
                               ? getLatencyAttrName(result.name)
                           : keyword == "capacity"
@@ -267,16 +325,51 @@ void PipelineOp::print(OpAsmPrinter &p) {
     }
     p << ")";
   }
+  if (IntegerAttr node = getLinksNodeAttr()) {
+    auto value = [](FloatAttr a) {
+      return formatNumber(a ? a.getValueAsDouble() : 0.0);
+    };
+    p << " links(node = " << node.getInt()
+      << ", intra = (latency = " << value(getIntraLatencyAttr())
+      << ", bandwidth = " << value(getIntraBandwidthAttr())
+      << "), inter = (latency = " << value(getInterLatencyAttr())
+      << ", bandwidth = " << value(getInterBandwidthAttr()) << "))";
+  }
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
       {getSymNameAttrName(), getRanksAttrName(), getMicrobatchesAttrName(),
-       getLatencyAttrName(), getCapacityAttrName(), getDevicesAttrName()});
+       getLatencyAttrName(), getCapacityAttrName(), getDevicesAttrName(),
+       getLinksNodeAttrName(), getIntraLatencyAttrName(),
+       getIntraBandwidthAttrName(), getInterLatencyAttrName(),
+       getInterBandwidthAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/false);
 }
 
 LogicalResult PipelineOp::verify() {
+  if (getLinksNodeAttr()) {
+    if (getLatency().convertToDouble() != 0.0)
+      return emitOpError() << "latency(X) and links(...) both give transfer "
+                              "times; keep one";
+    if (getLinksNodeAttr().getInt() < 1)
+      return emitOpError() << "links: node = " << getLinksNodeAttr().getInt()
+                           << " must be at least 1";
+    std::pair<StringRef, FloatAttr> links[] = {
+        {"intra latency", getIntraLatencyAttr()},
+        {"intra bandwidth", getIntraBandwidthAttr()},
+        {"inter latency", getInterLatencyAttr()},
+        {"inter bandwidth", getInterBandwidthAttr()}};
+    for (auto [what, attr] : links) {
+      double value = attr ? attr.getValueAsDouble() : NAN;
+      bool bandwidth = what.ends_with("bandwidth");
+      if (!std::isfinite(value) || value < 0.0 || (bandwidth && value == 0.0))
+        return emitOpError()
+               << "links: " << what << " must be finite and "
+               << (bandwidth ? "positive" : "non-negative") << ", got "
+               << formatNumber(value);
+    }
+  }
   double latency = getLatency().convertToDouble();
   if (!std::isfinite(latency) || latency < 0.0)
     return emitOpError() << "latency must be finite and non-negative, got "
@@ -407,8 +500,8 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   for (;;) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
-    if (failed(parser.parseOptionalKeyword(&keyword,
-                                           {"memory", "params", "attention"})))
+    if (failed(parser.parseOptionalKeyword(
+            &keyword, {"memory", "params", "attention", "output"})))
       break;
     if (llvm::is_contained(seen, keyword))
       return parser.emitError(loc) << keyword << "(...) appears twice";
@@ -416,12 +509,16 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
     if (keyword == "memory") {
       if (parseNamedNumbers(parser, "memory", memory, /*required=*/false))
         return failure();
-    } else if (keyword == "params") {
+    } else if (keyword == "params" || keyword == "output") {
       double value;
       if (parser.parseLParen() || parseNumber(parser, value) ||
           parser.parseRParen())
         return failure();
-      params = value;
+      if (keyword == "params")
+        params = value;
+      else
+        result.addAttribute(getOutputAttrName(result.name),
+                            b.getF64FloatAttr(value));
     } else {
       if (parseNamedNumbers(parser, "attention", attention,
                             /*required=*/false))
@@ -471,6 +568,8 @@ void StageOp::print(OpAsmPrinter &p) {
   p << ")";
   if (FloatAttr params = getParamsAttr())
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
+  if (FloatAttr output = getOutputAttr())
+    p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
   if (FloatAttr af = getAttentionForwardAttr())
     p << " attention(forward = " << formatNumber(af.getValueAsDouble())
       << ", backward = "
@@ -488,7 +587,7 @@ void StageOp::print(OpAsmPrinter &p) {
        getForwardBackwardAttrName(), getActivationAttrName(),
        getWeightGradAttrName(), getRecomputedAttrName(),
        getSelectiveAttrName(), getSelectiveCostAttrName(), getParamsAttrName(),
-       getAttentionForwardAttrName(),
+       getOutputAttrName(), getAttentionForwardAttrName(),
        getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
 }
 
@@ -505,7 +604,8 @@ LogicalResult StageOp::verify() {
       {"memory 'recomputed'", getRecomputedAttr()},
       {"memory 'selective'", getSelectiveAttr()},
       {"cost 'selective'", getSelectiveCostAttr()},
-      {"params", getParamsAttr()}};
+      {"params", getParamsAttr()},
+      {"output", getOutputAttr()}};
   for (auto [what, attr] : optional) {
     if (!attr)
       continue;

@@ -42,7 +42,12 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$microbatches,
     DefaultValuedAttr<F64Attr, "0.0">:$latency,
     OptionalAttr<F64Attr>:$capacity,
-    OptionalAttr<FlatSymbolRefArrayAttr>:$devices
+    OptionalAttr<FlatSymbolRefArrayAttr>:$devices,
+    OptionalAttr<I64Attr>:$links_node,
+    OptionalAttr<F64Attr>:$intra_latency,
+    OptionalAttr<F64Attr>:$intra_bandwidth,
+    OptionalAttr<F64Attr>:$inter_latency,
+    OptionalAttr<F64Attr>:$inter_bandwidth
   );
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -155,6 +160,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     OptionalAttr<F64Attr>:$selective,
     OptionalAttr<F64Attr>:$selective_cost,
     OptionalAttr<F64Attr>:$params,
+    OptionalAttr<F64Attr>:$output,
     OptionalAttr<F64Attr>:$attention_forward,
     OptionalAttr<F64Attr>:$attention_backward,
     OptionalAttr<F64Attr>:$attention_memory

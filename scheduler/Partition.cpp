@@ -192,6 +192,8 @@ stagecraft::pipe::sched::stagesFromPartition(llvm::ArrayRef<Layer> layers,
       st.params += layers[l].params;
     }
     st.layers = partition.first[s + 1] - partition.first[s];
+    // What the stage sends on is its last layer's output.
+    st.output = layers[partition.first[s + 1] - 1].output;
     stages.push_back(st);
   }
   return stages;

@@ -29,6 +29,17 @@ double Problem::capacityOf(int r) const {
   return capacity ? *capacity : std::numeric_limits<double>::infinity();
 }
 
+double Problem::transferTime(int from, int to, int stage) const {
+  if (from == to)
+    return 0.0;
+  if (!links)
+    return latency;
+  const Link &link =
+      from / links->node == to / links->node ? links->intra : links->inter;
+  double bytes = stage >= 0 && stage < numStages() ? stages[stage].output : 0.0;
+  return link.latency + bytes / link.bandwidth;
+}
+
 double Problem::speedOf(int r) const {
   return r >= 0 && r < static_cast<int>(devices.size()) ? devices[r].speed
                                                          : 1.0;
@@ -96,6 +107,18 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
       return fail(fmt::format("device @{}: memory must be finite and "
                               "positive, got {}",
                               d.name, *d.memory));
+  }
+  if (problem.links) {
+    if (problem.links->node < 1)
+      return fail(fmt::format("links: node = {} must be at least 1",
+                              problem.links->node));
+    for (const Problem::Link *l : {&problem.links->intra, &problem.links->inter})
+      if (!std::isfinite(l->latency) || l->latency < 0.0 ||
+          !std::isfinite(l->bandwidth) || !(l->bandwidth > 0.0))
+        return fail(fmt::format("links: latency must be finite and "
+                                "non-negative and bandwidth finite and "
+                                "positive, got latency = {}, bandwidth = {}",
+                                l->latency, l->bandwidth));
   }
   if (problem.capacity &&
       (!std::isfinite(*problem.capacity) || *problem.capacity <= 0.0))

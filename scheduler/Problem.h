@@ -45,6 +45,9 @@ struct Stage {
   /// Cost of this stage's forward overlapped with a full backward of a stage
   /// like it (DualPipe's F&B); unset means no overlap gain (F + B).
   std::optional<double> forwardBackward;
+  /// Size of the activation this stage sends to the next one (its
+  /// gradient coming back is as large), in memory units; 0: not given.
+  double output = 0.0;
   /// The rank the user pinned this stage to, if any.
   std::optional<int> rank;
   /// Transformer layers of the stage (for training); 0 when not given.
@@ -89,6 +92,17 @@ struct Problem {
     std::optional<double> memory;
   };
   std::vector<Device> devices;
+  /// Links between ranks (`links(...)`): ranks in groups of `node`; a
+  /// transfer takes latency + bytes / bandwidth of the link it crosses.
+  /// Unset: every transfer between ranks takes `latency`.
+  struct Link {
+    double latency = 0.0, bandwidth = 1.0;
+  };
+  struct Links {
+    int node = 1;
+    Link intra, inter;
+  };
+  std::optional<Links> links;
 
   /// The capacity of rank \p r: its device's memory, else `capacity`;
   /// infinity when unbounded.
@@ -96,6 +110,12 @@ struct Problem {
   /// The speed of rank \p r's device (1 without devices).
   double speedOf(int r) const;
   bool hasDevices() const { return !devices.empty(); }
+  /// The time of a transfer from rank \p from to rank \p to of stage
+  /// \p stage's output (or its gradient; -1: a size of 0): 0 on one rank,
+  /// `latency` without links, else the crossed link's latency plus the
+  /// output over its bandwidth. Links carry any number of transfers at once
+  /// (contention is not modeled).
+  double transferTime(int from, int to, int stage) const;
   /// Whether some rank's memory is bounded (`capacity`, or a device's
   /// `memory`).
   bool hasCapacity() const {

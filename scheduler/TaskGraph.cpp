@@ -312,11 +312,12 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
   for (TaskId t = 0, e = static_cast<TaskId>(graph.numTasks()); t < e; ++t) {
     const Task &task = graph.task(t);
     llvm::SmallVector<Dependency, 4> deps;
-    auto dependOn = [&](TaskId producer) {
+    // \p message: the stage whose output (or its gradient) the transfer
+    // carries.
+    auto dependOn = [&](TaskId producer, int message) {
       assert(producer >= 0 && "coverage checked above");
-      double latency =
-          graph.task(producer).rank == task.rank ? 0.0 : problem.latency;
-      deps.push_back({producer, latency});
+      deps.push_back({producer, problem.transferTime(graph.task(producer).rank,
+                                                     task.rank, message)});
     };
     auto hasAttention = [&](int s) {
       return s >= 0 && s < numStages && problem.stages[s].attention.has_value();
@@ -328,16 +329,16 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     };
     auto forwardDeps = [&](int s, int m) {
       if (s > 0)
-        dependOn(index(s - 1, m, ActionKind::Forward));
+        dependOn(index(s - 1, m, ActionKind::Forward), s - 1);
       if (hasAttention(s - 1))
-        dependOn(index(s - 1, m, ActionKind::AttentionForward));
+        dependOn(index(s - 1, m, ActionKind::AttentionForward), s - 1);
     };
     auto inputGradDeps = [&](int s, int m) {
-      dependOn(index(s, m, ActionKind::Forward));
+      dependOn(index(s, m, ActionKind::Forward), s);
       if (s + 1 < numStages)
-        dependOn(gradientOf(s + 1, m));
+        dependOn(gradientOf(s + 1, m), s);
       if (hasAttention(s))
-        dependOn(index(s, m, ActionKind::AttentionBackward));
+        dependOn(index(s, m, ActionKind::AttentionBackward), s);
     };
     int s = task.stage, m = task.microbatch;
     switch (task.kind) {
@@ -349,18 +350,18 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       inputGradDeps(s, m);
       break;
     case ActionKind::BackwardWeight:
-      dependOn(index(s, m, ActionKind::BackwardInput));
+      dependOn(index(s, m, ActionKind::BackwardInput), s);
       break;
     case ActionKind::ForwardBackward:
       forwardDeps(s, m);
       inputGradDeps(task.backwardStage, task.backwardMicrobatch);
       break;
     case ActionKind::AttentionForward:
-      dependOn(index(s, m, ActionKind::Forward));
+      dependOn(index(s, m, ActionKind::Forward), s);
       break;
     case ActionKind::AttentionBackward:
-      dependOn(index(s, m, ActionKind::AttentionForward));
-      dependOn(gradientOf(s + 1, m));
+      dependOn(index(s, m, ActionKind::AttentionForward), s);
+      dependOn(gradientOf(s + 1, m), s);
       break;
     }
     graph.addDependencies(t, deps);

@@ -653,3 +653,45 @@ pipe.pipeline @p ranks(1) microbatches(1) {
   // expected-error @below {{output(...) appears twice}}
   pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) output(1.0) output(2.0)
 }
+
+// -----
+
+// Tests that links(...) and latency(X) are not both given.
+// expected-error @below {{'pipe.pipeline' op latency(X) and links(...) both give transfer times; keep one}}
+pipe.pipeline @p ranks(2) microbatches(1) latency(1.0) links(node = 1, intra = (latency = 0.0, bandwidth = 1.0), inter = (latency = 0.0, bandwidth = 1.0)) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a link's bandwidth is positive.
+// expected-error @below {{'pipe.pipeline' op links: inter bandwidth must be finite and positive, got 0.0}}
+pipe.pipeline @p ranks(2) microbatches(1) links(node = 1, intra = (latency = 0.0, bandwidth = 1.0), inter = (latency = 0.0, bandwidth = 0.0)) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that links(...) gives every part.
+// expected-error @below {{links(...) needs node = N, intra = (latency = L, bandwidth = B) and inter = (latency = L, bandwidth = B)}}
+pipe.pipeline @p ranks(2) microbatches(1) links(node = 1, intra = (latency = 0.0, bandwidth = 1.0)) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that links(...) entries are known.
+// expected-error @below {{unknown links entry 'nodes'; expected one of: node, intra, inter}}
+pipe.pipeline @p ranks(2) microbatches(1) links(nodes = 1) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+// Tests that a stage's output is non-negative.
+pipe.pipeline @p ranks(1) microbatches(1) {
+  // expected-error @below {{'pipe.stage' op output must be finite and non-negative, got -2.0}}
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) output(-2.0)
+}

@@ -24,3 +24,11 @@ pipe.pipeline @staged ranks(2) microbatches(2) devices(@fast, @slow) {
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
   pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
 }
+
+// Links between ranks, and a stage's output.
+// CHECK-LABEL: pipe.pipeline @linked ranks(2) microbatches(2) links(node = 4, intra = (latency = 0.01, bandwidth = 8.0), inter = (latency = 0.05, bandwidth = 1.0)) {
+// CHECK-NEXT: pipe.stage @s0 {{.*}} output(2.0)
+pipe.pipeline @linked ranks(2) microbatches(2) links(inter = (bandwidth = 1.0, latency = 0.05), node = 4, intra = (latency = 0.01, bandwidth = 8.0)) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) output(2.0)
+  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
