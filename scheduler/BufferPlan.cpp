@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 using namespace stagecraft::pipe::sched;
@@ -94,7 +95,16 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   }
   plan.placement = program.placement;
   plan.recompute = program.recompute;
+  plan.links = problem.links;
   plan.ranks.resize(p);
+  if (problem.hasDevices())
+    for (int r = 0; r < p && r < static_cast<int>(problem.devices.size()); ++r) {
+      plan.ranks[r].device = problem.devices[r].name;
+      plan.ranks[r].speed = problem.devices[r].speed;
+      plan.ranks[r].memory = std::isfinite(problem.capacityOf(r))
+                                 ? std::optional<double>(problem.capacityOf(r))
+                                 : std::nullopt;
+    }
   if (llvm::Expected<Timeline> t = simulate(problem, program.computeSchedule())) {
     plan.simulatedMakespan = t->makespan;
     plan.simulatedBusy = t->busy;
@@ -110,6 +120,18 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     *stats = BufferStats{};
   auto bytesOf = [&](double units) {
     return std::max<int64_t>(64, static_cast<int64_t>(units * unitBytes));
+  };
+  // A stage's output message and the gradient that comes back for it are
+  // the `output` it declares; without one, the stage's activation (the
+  // gradient into stage s is stage s - 1's output). Both ends size a
+  // message alike.
+  auto messageUnits = [&](BufferKind kind, int s) {
+    if (kind == BufferKind::Activation && problem.stages[s].output > 0.0)
+      return problem.stages[s].output;
+    if (kind == BufferKind::Gradient && s > 0 &&
+        problem.stages[s - 1].output > 0.0)
+      return problem.stages[s - 1].output;
+    return problem.stages[s].activation;
   };
 
   for (int r = 0; r < p; ++r) {
@@ -154,11 +176,11 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
       };
       if (instr.kind != Instruction::Kind::Compute) {
         for (const CommOp &op : instr.ops) {
-          const Stage &stage = problem.stages[op.message.stage];
           if (op.isSend)
             r_(messageTag(op.message));
           else
-            w_(messageTag(op.message), stage.activation);
+            w_(messageTag(op.message),
+               messageUnits(bufferKindOf(op.message.kind), op.message.stage));
         }
         continue;
       }
@@ -183,7 +205,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           stash(BufferKind::StashInput, s, m, keptActivation(stage, mode));
         }
         if (s + 1 < n)
-          w_(bufferTag(BufferKind::Activation, s, m), stage.activation);
+          w_(bufferTag(BufferKind::Activation, s, m),
+             messageUnits(BufferKind::Activation, s));
         if (attention(s))
           w_(bufferTag(BufferKind::Qkv, s, m), stage.activation);
       };
@@ -199,7 +222,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         if (attention(s))
           r_(bufferTag(BufferKind::QkvGrad, s, m));
         if (s > 0)
-          w_(bufferTag(BufferKind::Gradient, s, m), stage.activation);
+          w_(bufferTag(BufferKind::Gradient, s, m),
+             messageUnits(BufferKind::Gradient, s));
         // A message is sized by the stage it belongs to, on both ends.
         if (attention(s - 1))
           w_(bufferTag(BufferKind::AttentionOutputGrad, s - 1, m),

@@ -11,6 +11,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <utility>
+
 using namespace stagecraft::pipe::sched;
 namespace json = llvm::json;
 
@@ -48,6 +51,42 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
           {"args", json::Object{{"stage", problem.stages[a.stage].name},
                                 {"microbatch", a.microbatch}}}});
     }
+  }
+  // Contended links: a track per directed link, after the ranks, with each
+  // transfer over the time it held the link.
+  std::map<std::pair<int, int>, int> linkTrack;
+  for (const TimedTransfer &t : timeline.transfers)
+    linkTrack.try_emplace({t.from, t.to}, 0);
+  int tid = static_cast<int>(timeline.ranks.size());
+  for (auto &[link, track] : linkTrack) {
+    track = tid++;
+    events.push_back(json::Object{
+        {"name", "thread_name"},
+        {"ph", "M"},
+        {"pid", pid},
+        {"tid", track},
+        {"args", json::Object{{"name", fmt::format("link {} -> {}",
+                                                   link.first, link.second)}}}});
+    events.push_back(json::Object{{"name", "thread_sort_index"},
+                                  {"ph", "M"},
+                                  {"pid", pid},
+                                  {"tid", track},
+                                  {"args", json::Object{{"sort_index", track}}}});
+  }
+  for (const TimedTransfer &t : timeline.transfers) {
+    const Action &a = t.producer;
+    events.push_back(json::Object{
+        {"name", fmt::format("from {}", shortName(a))},
+        {"cat", "transfer"},
+        {"ph", "X"},
+        {"pid", pid},
+        {"tid", linkTrack[{t.from, t.to}]},
+        {"ts", t.start * microsPerUnit},
+        {"dur", (t.end - t.start) * microsPerUnit},
+        {"args", json::Object{{"stage", problem.stages[a.stage].name},
+                              {"microbatch", a.microbatch},
+                              {"from", t.from},
+                              {"to", t.to}}}});
   }
 }
 

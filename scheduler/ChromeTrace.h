@@ -3,7 +3,9 @@
 // Writes timelines in the Chrome trace event format, which Perfetto and
 // chrome://tracing open. Each timeline becomes one process with one track
 // (thread) per rank, so a simulated and a measured timeline of the same
-// schedule can be laid side by side in one file.
+// schedule can be laid side by side in one file. With contended links
+// (`links(...)`), a track per directed link follows the ranks, showing the
+// time each transfer held it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,7 @@
 #include "scheduler/Program.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,12 @@ struct PlanOp {
 struct PlanRank {
   std::vector<int64_t> slotBytes;
   std::vector<PlanOp> ops;
+  /// The rank's device (`devices(...)`; empty name: none declared). The
+  /// compute costs above are already divided by its speed.
+  std::string device;
+  double speed = 1.0;
+  /// Its memory capacity in the spec's units (unset: unbounded).
+  std::optional<double> memory;
 };
 
 struct Plan {
@@ -97,6 +104,10 @@ struct Plan {
   /// Which forwards recompute in their backward (see Schedule::recompute).
   RecomputeTable recompute;
   std::vector<int> placement;
+  /// The spec's `links(...)`: what a transfer between two ranks costs in
+  /// the simulation (`simulated_*`); the sends' bytes are the stages'
+  /// `output` times the unit bytes where given.
+  std::optional<Problem::Links> links;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;
   std::vector<double> simulatedBusy;

@@ -121,6 +121,19 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (int r : plan.placement)
         j.value(r);
     });
+    if (plan.links) {
+      auto link = [&](const char *name, const Problem::Link &l) {
+        j.attributeObject(name, [&] {
+          j.attribute("latency", l.latency);
+          j.attribute("bandwidth", l.bandwidth);
+        });
+      };
+      j.attributeObject("links", [&] {
+        j.attribute("node", plan.links->node);
+        link("intra", plan.links->intra);
+        link("inter", plan.links->inter);
+      });
+    }
     j.attribute("simulated_makespan", plan.simulatedMakespan);
     j.attributeArray("simulated_busy", [&] {
       for (double b : plan.simulatedBusy)
@@ -136,6 +149,13 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
     j.attributeArray("ranks", [&] {
       for (const PlanRank &rank : plan.ranks)
         j.object([&] {
+          if (!rank.device.empty())
+            j.attributeObject("device", [&] {
+              j.attribute("name", rank.device);
+              j.attribute("speed", rank.speed);
+              if (rank.memory)
+                j.attribute("memory", *rank.memory);
+            });
           j.attributeArray("slots", [&] {
             for (int64_t bytes : rank.slotBytes)
               j.value(bytes);
@@ -485,6 +505,30 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
       return reader.fail("placement", "every entry must be a rank index");
     plan.placement.push_back(static_cast<int>(*x));
   }
+  if (const json::Value *links = root->get("links")) {
+    const json::Object *o = links->getAsObject();
+    int64_t node = 0;
+    if (o)
+      node = o->getInteger("node").value_or(0);
+    auto link = [&](llvm::StringRef name) -> std::optional<Problem::Link> {
+      const json::Object *l = o ? o->getObject(name) : nullptr;
+      std::optional<double> latency =
+          l ? l->getNumber("latency") : std::nullopt;
+      std::optional<double> bandwidth =
+          l ? l->getNumber("bandwidth") : std::nullopt;
+      if (!latency || !bandwidth || !std::isfinite(*latency) ||
+          *latency < 0.0 || !std::isfinite(*bandwidth) || *bandwidth <= 0.0)
+        return std::nullopt;
+      return Problem::Link{*latency, *bandwidth};
+    };
+    std::optional<Problem::Link> intra = link("intra"), inter = link("inter");
+    if (node < 1 || !intra || !inter)
+      return reader.fail("links",
+                         "needs \"node\" >= 1 and \"intra\" and \"inter\" "
+                         "objects with a finite \"latency\" >= 0 and "
+                         "\"bandwidth\" > 0");
+    plan.links = Problem::Links{static_cast<int>(node), *intra, *inter};
+  }
   plan.simulatedMakespan = root->getNumber("simulated_makespan").value_or(0.0);
   if (const json::Array *busy = root->getArray("simulated_busy"))
     for (const json::Value &b : *busy)
@@ -504,6 +548,25 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
       return reader.fail(fmt::format("rank {}", r),
                          "needs \"slots\" and \"ops\" arrays");
     PlanRank pr;
+    if (const json::Value *device = rank->get("device")) {
+      const json::Object *d = device->getAsObject();
+      std::optional<llvm::StringRef> name =
+          d ? d->getString("name") : std::nullopt;
+      std::optional<double> speed = d ? d->getNumber("speed") : std::nullopt;
+      const json::Value *memory = d ? d->get("memory") : nullptr;
+      std::optional<double> bytes =
+          memory ? memory->getAsNumber() : std::nullopt;
+      if (!name || name->empty() || !speed || !std::isfinite(*speed) ||
+          *speed <= 0.0 || (memory && (!bytes || !std::isfinite(*bytes) ||
+                                       *bytes <= 0.0)))
+        return reader.fail(fmt::format("rank {} device", r),
+                           "needs a non-empty \"name\", a finite \"speed\" "
+                           "> 0 and, if given, a finite \"memory\" > 0");
+      pr.device = name->str();
+      pr.speed = *speed;
+      if (memory)
+        pr.memory = *bytes;
+    }
     for (const json::Value &b : *slots) {
       std::optional<int64_t> bytes = b.getAsInteger();
       if (!bytes || *bytes < 1)

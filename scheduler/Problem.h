@@ -113,8 +113,9 @@ struct Problem {
   /// The time of a transfer from rank \p from to rank \p to of stage
   /// \p stage's output (or its gradient; -1: a size of 0): 0 on one rank,
   /// `latency` without links, else the crossed link's latency plus the
-  /// output over its bandwidth. Links carry any number of transfers at once
-  /// (contention is not modeled).
+  /// output over its bandwidth. Alone on its link: with links, the
+  /// simulator queues the transfers of each directed link
+  /// (TaskGraph::linkContention).
   double transferTime(int from, int to, int stage) const;
   /// Whether some rank's memory is bounded (`capacity`, or a device's
   /// `memory`).

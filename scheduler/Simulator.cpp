@@ -9,9 +9,12 @@
 
 #include "scheduler/Simulator.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 using namespace stagecraft::pipe::sched;
 
@@ -35,6 +38,52 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
   timeline.ranks.resize(numRanks);
   std::vector<double> live(numRanks, 0.0);
 
+  // Contended links: one transfer per (producer, receiving rank), holding
+  // the link for the longest latency of its edges. `outgoing` lists them
+  // per producer (CSR), `arrival` is when each has crossed.
+  struct Outgoing {
+    TaskId producer;
+    int to;
+    double time;
+  };
+  std::vector<Outgoing> outgoing;
+  std::vector<uint32_t> outStart;
+  std::vector<double> arrival, linkFree;
+  if (graph.linkContention) {
+    for (TaskId t = 0, e = static_cast<TaskId>(numTasks); t < e; ++t)
+      for (const Dependency &dep : graph.dependencies(t))
+        if (graph.task(dep.task).rank != graph.task(t).rank)
+          outgoing.push_back({dep.task, graph.task(t).rank, dep.latency});
+    llvm::sort(outgoing, [](const Outgoing &a, const Outgoing &b) {
+      return std::tie(a.producer, a.to) < std::tie(b.producer, b.to);
+    });
+    size_t kept = 0;
+    for (const Outgoing &o : outgoing) {
+      if (kept > 0 && outgoing[kept - 1].producer == o.producer &&
+          outgoing[kept - 1].to == o.to) {
+        outgoing[kept - 1].time = std::max(outgoing[kept - 1].time, o.time);
+        continue;
+      }
+      outgoing[kept++] = o;
+    }
+    outgoing.resize(kept);
+    outStart.assign(numTasks + 1, 0);
+    for (const Outgoing &o : outgoing)
+      ++outStart[o.producer + 1];
+    for (size_t t = 0; t < numTasks; ++t)
+      outStart[t + 1] += outStart[t];
+    arrival.assign(outgoing.size(), 0.0);
+    linkFree.assign(static_cast<size_t>(numRanks) * numRanks, 0.0);
+  }
+  // When what \p dep carries is available to a task on rank \p r.
+  auto readyAt = [&](const Dependency &dep, int r) {
+    if (graph.linkContention && graph.task(dep.task).rank != r)
+      for (uint32_t i = outStart[dep.task]; i < outStart[dep.task + 1]; ++i)
+        if (outgoing[i].to == r)
+          return arrival[i];
+    return finish[dep.task] + dep.latency;
+  };
+
   std::vector<int> work(numRanks);
   for (int r = 0; r < numRanks; ++r) {
     work[r] = numRanks - 1 - r;
@@ -53,7 +102,7 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
           blocker = dep.task;
           break;
         }
-        start = std::max(start, finish[dep.task] + dep.latency);
+        start = std::max(start, readyAt(dep, r));
       }
       if (blocker >= 0) {
         waitingOn[r] = blocker;
@@ -73,6 +122,16 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
       live[r] -= task.freeAtEnd;
       timeline.ranks[r].push_back({task.action(), start, end});
       timeline.makespan = std::max(timeline.makespan, end);
+      // Its transfers take their links in this rank's order.
+      if (graph.linkContention)
+        for (uint32_t i = outStart[t]; i < outStart[t + 1]; ++i) {
+          double &free = linkFree[static_cast<size_t>(r) * numRanks +
+                                  outgoing[i].to];
+          double from = std::max(end, free);
+          free = arrival[i] = from + outgoing[i].time;
+          timeline.transfers.push_back(
+              {r, outgoing[i].to, task.action(), from, arrival[i]});
+        }
       ++next[r];
       for (int w = waitHead[t]; w != -1;) {
         int following = waitNext[w];
@@ -111,6 +170,10 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
                          {}, std::move(notes));
   }
 
+  llvm::stable_sort(timeline.transfers,
+                    [](const TimedTransfer &a, const TimedTransfer &b) {
+                      return a.start < b.start;
+                    });
   double total = 0.0;
   for (double b : timeline.busy)
     total += b;

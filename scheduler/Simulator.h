@@ -2,7 +2,8 @@
 //
 // Runs a task graph with the semantics of DESIGN.md: each rank runs its tasks
 // one at a time in order, a task starts once its rank is free and every
-// dependency has ended (plus the link latency across ranks). The same walk is
+// dependency has ended (plus the link latency across ranks; with contended
+// links, once the transfer has had its link to itself). The same walk is
 // the deadlock check: when no rank can advance, the schedule is invalid and
 // the error names, per rank, the action it is stuck on and what it waits for.
 //
@@ -21,6 +22,15 @@ struct TimedAction {
   double end;
 };
 
+/// A transfer across ranks on a contended link (TaskGraph::linkContention):
+/// the output (or gradient) of `producer`, from rank `from` to rank `to`,
+/// holding that directed link from `start` to `end`.
+struct TimedTransfer {
+  int from, to;
+  Action producer;
+  double start, end;
+};
+
 struct Timeline {
   double makespan = 0.0;
   /// 1 - sum(busy) / (ranks * makespan); 0 when the makespan is 0.
@@ -37,6 +47,9 @@ struct Timeline {
   /// (0 for a rank without actions). The zero-bubble papers quote the
   /// largest of these, not the makespan.
   std::vector<double> span;
+  /// With link contention: every transfer, in the order it took its link;
+  /// empty otherwise.
+  std::vector<TimedTransfer> transfers;
 
   /// The largest per-rank span.
   double maxSpan() const;

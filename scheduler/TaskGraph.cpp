@@ -184,6 +184,7 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
 
   TaskGraph graph(problem.ranks);
   graph.staticMemory = staticMemory(problem, schedule.placement, problem.ranks);
+  graph.linkContention = problem.links.has_value();
   TaskIndex index(numStages, numMbs);
   for (int r = 0; r < problem.ranks; ++r) {
     const std::vector<Action> &actions = schedule.ranks[r];

@@ -72,6 +72,13 @@ public:
   /// Memory live on each rank for the whole step (its stages' `params`);
   /// empty: none.
   std::vector<double> staticMemory;
+  /// Whether a directed link (an ordered pair of ranks) carries one
+  /// transfer at a time (`links(...)`). A dependency across ranks is then a
+  /// transfer that holds the link from rank `from` to the consumer's rank
+  /// for its whole latency: one per producer and receiving rank, queued on
+  /// the link in the producer's rank order. Otherwise links carry any
+  /// number of transfers at once.
+  bool linkContention = false;
 
 private:
   std::vector<Task> tasks;

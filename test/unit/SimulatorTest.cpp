@@ -10,6 +10,11 @@
 #include "scheduler/Generators.h"
 #include "scheduler/Simulator.h"
 
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;
 
@@ -112,6 +117,117 @@ TEST(Simulator, EveryKindRunsOnEveryGridPoint) {
         EXPECT_GE(t->bubbleRatio, -1e-12);
       }
     }
+}
+
+/// 2 stages on 2 ranks, 4 microbatches, forwards first on both ranks; every
+/// transfer takes 2 (output 2 over bandwidth 1, latency 0).
+Problem linkProblem(bool links) {
+  Problem problem = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, links ? 0.0 : 2.0);
+  for (Stage &s : problem.stages)
+    s.output = 2.0;
+  if (links)
+    problem.links = Problem::Links{1, {0.0, 1.0}, {0.0, 1.0}};
+  return problem;
+}
+
+Schedule forwardsFirst() {
+  Schedule schedule;
+  schedule.placement = {0, 1};
+  schedule.ranks.resize(2);
+  for (int r = 0; r < 2; ++r)
+    for (ActionKind k : {F, I, W})
+      for (int m = 0; m < 4; ++m)
+        schedule.ranks[r].push_back({k, r, m});
+  return schedule;
+}
+
+TEST(Simulator, ALinkCarriesOneTransferAtATime) {
+  llvm::Expected<Timeline> t = simulate(linkProblem(true), forwardsFirst());
+  ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
+  // Rank 0's forwards end at 1, 2, 3, 4; their transfers queue on link
+  // 0 -> 1: [1,3] [3,5] [5,7] [7,9], so rank 1's forwards start at 3, 5, 7,
+  // 9. Rank 1's I end at 11, 12, 13, 14; link 1 -> 0: [11,13] [13,15]
+  // [15,17] [17,19]; rank 0's I start at 13, 15, 17, 19, its W run
+  // [20,24].
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_DOUBLE_EQ(t->ranks[1][m].start, 3.0 + 2.0 * m) << "F" << m;
+    EXPECT_DOUBLE_EQ(t->ranks[0][4 + m].start, 13.0 + 2.0 * m) << "I" << m;
+  }
+  EXPECT_DOUBLE_EQ(t->makespan, 24.0);
+  ASSERT_EQ(t->transfers.size(), 8u);
+  const TimedTransfer &last = t->transfers.back();
+  EXPECT_EQ(last.from, 1);
+  EXPECT_EQ(last.to, 0);
+  EXPECT_EQ(last.producer.kind, I);
+  EXPECT_EQ(last.producer.microbatch, 3);
+  EXPECT_DOUBLE_EQ(last.start, 17.0);
+  EXPECT_DOUBLE_EQ(last.end, 19.0);
+
+  // The same transfer time as a plain latency overlaps the transfers:
+  // rank 1's forwards start at 3, 4, 5, 6; the makespan is 18.
+  llvm::Expected<Timeline> free = simulate(linkProblem(false), forwardsFirst());
+  ASSERT_TRUE(!!free);
+  EXPECT_DOUBLE_EQ(free->ranks[1][3].start, 6.0);
+  EXPECT_DOUBLE_EQ(free->makespan, 18.0);
+  EXPECT_TRUE(free->transfers.empty());
+}
+
+TEST(Simulator, ContendedLinksOverGrid) {
+  // Every kind, p in {2, 4}, m in {p, 2p}, slow and fast links: transfers
+  // on one directed link never overlap, each starts after its producer
+  // ends and holds its link for its transfer time, and contention never
+  // shortens the step against the same transfer times on free links.
+  for (const char *kind : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                           "zb-h2", "zb-v", "dualpipev"})
+    for (int p : {2, 4})
+      for (int m : {p, 2 * p})
+        for (double bandwidth : {0.25, 4.0}) {
+          bool vShape = std::string(kind) == "zb-v" ||
+                        std::string(kind) == "dualpipev" ||
+                        std::string(kind) == "interleaved-1f1b";
+          Problem problem = uniformProblem(p, m, vShape ? 2 * p : p,
+                                           {1.0, 1.0, 0.5});
+          for (Stage &s : problem.stages)
+            s.output = 1.0;
+          problem.links = Problem::Links{2, {0.1, bandwidth},
+                                         {0.2, bandwidth / 4}};
+          KindRequest request;
+          request.kind = kind;
+          llvm::Expected<KindResult> r = scheduleByName(problem, request);
+          ASSERT_TRUE(!!r) << kind << ": " << llvm::toString(r.takeError());
+          const Timeline &t = r->timeline;
+          std::string where = fmt::format("{} p={} m={} bw={}", kind, p, m,
+                                          bandwidth);
+          ASSERT_FALSE(t.transfers.empty()) << where;
+          std::map<std::pair<int, int>, double> linkFree;
+          std::map<std::tuple<int, int, int, int>, double> produced;
+          for (const auto &rank : t.ranks)
+            for (const TimedAction &a : rank)
+              produced[{int(a.action.kind), a.action.stage,
+                        a.action.microbatch, 0}] = a.end;
+          for (const TimedTransfer &x : t.transfers) {
+            double &free = linkFree[{x.from, x.to}];
+            EXPECT_GE(x.start, free - 1e-9) << where << ": link overlap";
+            free = x.end;
+            auto it = produced.find({int(x.producer.kind), x.producer.stage,
+                                     x.producer.microbatch, 0});
+            ASSERT_NE(it, produced.end()) << where;
+            EXPECT_GE(x.start, it->second - 1e-9) << where;
+            EXPECT_NEAR(x.end - x.start,
+                        problem.transferTime(x.from, x.to, x.producer.stage),
+                        1e-9)
+                << where;
+          }
+          Problem uncontended = problem;
+          llvm::Expected<TaskGraph> graph =
+              buildTaskGraph(uncontended, r->schedule);
+          ASSERT_TRUE(!!graph);
+          graph->linkContention = false;
+          llvm::Expected<Timeline> free = simulate(*graph);
+          ASSERT_TRUE(!!free);
+          EXPECT_GE(t.makespan, free->makespan - 1e-9) << where;
+          EXPECT_TRUE(free->transfers.empty());
+        }
 }
 
 } // namespace
