@@ -30,8 +30,8 @@
 //   32 MB = 0.0625 memory units) crosses NVLink at 300 GB/s inside a node
 //   (7.2 units per time unit, a time unit being one block's forward, about
 //   12 ms at 156 TFLOP/s) and an inter-node link at 1/8 of that (0.9), each
-//   with 0.001 of latency. Links carry any number of transfers at once (the
-//   simulator does not model contention).
+//   with 0.001 of latency. A directed link carries one transfer at a time
+//   (the simulator queues them), for both the baseline and auto.
 //
 //===----------------------------------------------------------------------===//
 

@@ -582,9 +582,42 @@ private:
         {std::make_unique<std::vector<char>>(buf.begin(), buf.begin() + bytes),
          Request{}, at, commText(op)});
     Outstanding &o = outstanding.back();
+    if (!options.train && op.transfer > 0.0) {
+      // Emulated link: when the send left and how long it holds the link,
+      // between the start tag and the middle one (buffers are >= 64 bytes).
+      double stamp[2] = {epochSeconds(), op.transfer * options.timeUnit};
+      std::memcpy(o.copy->data() + 8, stamp, sizeof stamp);
+    }
     if (llvm::Error err = comm.isend(op.peer, o.copy->data(), bytes, o.request))
       return err;
     return reapSends();
+  }
+  /// Seconds on the host's monotonic clock, the same in every process.
+  static double epochSeconds() {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch())
+        .count();
+  }
+  /// A received message on an emulated link (its send carries a transfer
+  /// time): it arrives once the link, free after the previous message from
+  /// the same peer, has carried it for that time; waits until then. The
+  /// link's messages come in the sender's order (in-order matching), so
+  /// this queues them as the simulator does.
+  llvm::Error arrive(size_t at, const sched::PlanOp &recv) {
+    if (options.train || !plan.links)
+      return llvm::Error::success();
+    double stamp[2];
+    std::memcpy(stamp, slots[recv.buffer.slot].data() + 8, sizeof stamp);
+    if (!(stamp[1] > 0.0))
+      return llvm::Error::success();
+    if (linkFree.empty())
+      linkFree.assign(plan.numRanks(), 0.0);
+    double &free = linkFree[recv.peer];
+    free = std::max(stamp[0], free) + stamp[1];
+    double wait = free - epochSeconds();
+    if (wait <= 0.0)
+      return llvm::Error::success();
+    return sleepFor(at, fmt::format("the link from rank {}", recv.peer),
+                    wait / options.timeUnit);
   }
   /// Drops the copies of sends that have completed, oldest first.
   llvm::Error reapSends() {
@@ -614,6 +647,8 @@ private:
     std::string what;
   };
   std::deque<Outstanding> outstanding;
+  /// Emulated links: when each peer's link to this rank is next free.
+  std::vector<double> linkFree;
   RankResult result;
   int computes = 0;
   /// Training: the step running.
@@ -762,9 +797,12 @@ llvm::Error RankRunner::runStream() {
         return fail(at, llvm::toString(std::move(err)));
       if (llvm::Error err = await(at, recv, commText(op)))
         return std::move(err);
-      if (op.kind == sched::PlanOp::Kind::Recv)
+      if (op.kind == sched::PlanOp::Kind::Recv) {
         if (llvm::Error err = expectTag(at, "recv", op.buffer))
           return std::move(err);
+        if (llvm::Error err = arrive(at, op))
+          return err;
+      }
       break;
     }
     case sched::PlanOp::Kind::Group: {
@@ -776,9 +814,12 @@ llvm::Error RankRunner::runStream() {
         const sched::PlanOp &sub = op.ops[k];
         if (llvm::Error err = await(at, requests[k], "group: " + commText(sub)))
           return std::move(err);
-        if (sub.kind == sched::PlanOp::Kind::Recv)
+        if (sub.kind == sched::PlanOp::Kind::Recv) {
           if (llvm::Error err = expectTag(at, "recv", sub.buffer))
             return std::move(err);
+          if (llvm::Error err = arrive(at, sub))
+            return err;
+        }
       }
       break;
     }

@@ -327,6 +327,14 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         o.kind = op.isSend ? PlanOp::Kind::Send : PlanOp::Kind::Recv;
         o.peer = op.peer;
         o.buffer = use(messageTag(op.message));
+        // The time the task graph gives the transfer: a gradient into stage
+        // s carries stage s - 1's output.
+        if (op.isSend && problem.links) {
+          BufferKind kind = bufferKindOf(op.message.kind);
+          int carried = kind == BufferKind::Gradient ? op.message.stage - 1
+                                                     : op.message.stage;
+          o.transfer = problem.transferTime(r, op.peer, carried);
+        }
         return o;
       };
       if (instr.kind == Instruction::Kind::Compute) {

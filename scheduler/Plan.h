@@ -75,6 +75,10 @@ struct PlanOp {
   /// Send/Recv: peer and buffer (slot + tag of its content).
   int peer = -1;
   SlotUse buffer{-1, 0, 0};
+  /// Send, with `links(...)`: the time the transfer holds its link (the
+  /// link's latency + output / bandwidth, in the spec's units), which the
+  /// timed CPU runtime emulates; 0 otherwise.
+  double transfer = 0.0;
   /// Group: its sends and receives.
   std::vector<PlanOp> ops;
   /// Free: slot.

@@ -72,6 +72,8 @@ static void writeOp(json::OStream &j, const PlanOp &op) {
       j.attribute("slot", op.buffer.slot);
       j.attribute("tag", static_cast<int64_t>(op.buffer.tag));
       j.attribute("bytes", op.buffer.bytes);
+      if (op.transfer > 0.0)
+        j.attribute("transfer", op.transfer);
       break;
     case PlanOp::Kind::Group:
       j.attributeArray("ops", [&] {
@@ -309,6 +311,13 @@ public:
         return std::move(err);
       result.buffer = {static_cast<int>(*slot), static_cast<uint64_t>(*tag),
                        *bytes};
+      if (const json::Value *transfer = o->get("transfer")) {
+        std::optional<double> t = transfer->getAsNumber();
+        if (result.kind != PlanOp::Kind::Send || !t || !std::isfinite(*t) ||
+            *t < 0.0)
+          return fail(where, "\"transfer\" is a finite time >= 0 on a send");
+        result.transfer = *t;
+      }
       return result;
     }
     if (*name == "group") {

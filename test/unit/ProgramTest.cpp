@@ -278,4 +278,56 @@ TEST(PlanFile, FallbacksRoundTripAndMustRunTheSamePipelineOnFewerRanks) {
                              "holds no fallbacks of its own");
 }
 
+TEST(PlanFile, DevicesAndLinksRoundTripAndAreChecked) {
+  Problem problem = uniformProblem(2, 2, 2);
+  problem.devices = {{"fast", 1.0, 40.0}, {"slow", 0.5, std::nullopt}};
+  problem.links = Problem::Links{2, {0.0, 4.0}, {0.5, 1.0}};
+  for (Stage &s : problem.stages)
+    s.output = 3.0;
+  Program program = lowerCommunication(
+      problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Plan plan = buildPlan(problem, program, "s", 100);
+  std::string text = writePlan(plan);
+  llvm::Expected<Plan> back = readPlan(text);
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->ranks[0].device, "fast");
+  EXPECT_EQ(back->ranks[0].memory, 40.0);
+  EXPECT_EQ(back->ranks[1].device, "slow");
+  EXPECT_EQ(back->ranks[1].speed, 0.5);
+  EXPECT_FALSE(back->ranks[1].memory.has_value());
+  ASSERT_TRUE(back->links.has_value());
+  EXPECT_EQ(back->links->node, 2);
+  EXPECT_EQ(back->links->inter.latency, 0.5);
+  EXPECT_EQ(back->links->intra.bandwidth, 4.0);
+  // Messages are output x unit bytes (300), not the activation (100).
+  for (const PlanRank &rank : back->ranks)
+    for (const PlanOp &op : rank.ops) {
+      if (op.kind == PlanOp::Kind::Send || op.kind == PlanOp::Kind::Recv) {
+        EXPECT_EQ(op.buffer.bytes, 300);
+      }
+    }
+
+  auto message = [&](llvm::StringRef from, llvm::StringRef to) {
+    std::string bad = text;
+    size_t at = bad.find(from.str());
+    EXPECT_NE(at, std::string::npos) << from.str();
+    bad.replace(at, from.size(), to.str());
+    return errorMessage(readPlan(bad).takeError());
+  };
+  EXPECT_EQ(message("\"speed\":0.5", "\"speed\":0"),
+            "invalid plan: rank 1 device: needs a non-empty \"name\", a "
+            "finite \"speed\" > 0 and, if given, a finite \"memory\" > 0");
+  EXPECT_EQ(message("\"memory\":40", "\"memory\":-1"),
+            "invalid plan: rank 0 device: needs a non-empty \"name\", a "
+            "finite \"speed\" > 0 and, if given, a finite \"memory\" > 0");
+  EXPECT_EQ(message("\"bandwidth\":1", "\"bandwidth\":0"),
+            "invalid plan: links: needs \"node\" >= 1 and \"intra\" and "
+            "\"inter\" objects with a finite \"latency\" >= 0 and "
+            "\"bandwidth\" > 0");
+  EXPECT_EQ(message("\"node\":2", "\"node\":0"),
+            "invalid plan: links: needs \"node\" >= 1 and \"intra\" and "
+            "\"inter\" objects with a finite \"latency\" >= 0 and "
+            "\"bandwidth\" > 0");
+}
+
 } // namespace
