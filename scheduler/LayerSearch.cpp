@@ -3,8 +3,9 @@
 // See LayerSearch.h. The candidates: device orders (as written, fastest
 // first, slowest first, fastest and slowest alternating; duplicates once)
 // x stages per rank (1: 1f1b, zb-h1, zb-h2 on contiguous stages; 2:
-// interleaved-1f1b round robin, zb-v and dualpipev in a V) x the cut that
-// is exact for that placement.
+// interleaved-1f1b round robin, zb-v and dualpipev in a V; 3 and 4:
+// interleaved-1f1b round robin) x the cut that is exact for that
+// placement, where the layers are enough for the stages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,7 @@ const Shape kShapes[] = {
     {"1f1b", 1, contiguous},          {"zb-h1", 1, contiguous},
     {"zb-h2", 1, contiguous},         {"interleaved-1f1b", 2, loop},
     {"zb-v", 2, vShape},              {"dualpipev", 2, vShape},
+    {"interleaved-1f1b", 3, loop},    {"interleaved-1f1b", 4, loop},
 };
 } // namespace
 
