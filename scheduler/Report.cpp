@@ -134,11 +134,20 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                                        llvm::StringRef scheduleName,
                                        int width) {
   std::string out;
+  std::string transfers =
+      problem.links
+          ? fmt::format("links: nodes of {}, intra latency {} bandwidth {}, "
+                        "inter latency {} bandwidth {} (one transfer at a "
+                        "time per directed link)",
+                        problem.links->node, problem.links->intra.latency,
+                        problem.links->intra.bandwidth,
+                        problem.links->inter.latency,
+                        problem.links->inter.bandwidth)
+          : fmt::format("latency {}", problem.latency);
   out += fmt::format("schedule @{} for @{}: {} ranks, {} stages, {} "
-                     "microbatches, latency {}\n",
+                     "microbatches, {}\n",
                      scheduleName.str(), problem.name, problem.ranks,
-                     problem.numStages(), problem.microbatches,
-                     problem.latency);
+                     problem.numStages(), problem.microbatches, transfers);
   // No rank finishes before its own work either (this also covers tasks the
   // placement bound does not see: attention, recomputation).
   double bound = std::max(lowerBound(problem, schedule.placement),

@@ -1,6 +1,7 @@
 // RUN: stagecraft-opt %s --pipe-schedule=kind=gpipe --pipe-simulate | FileCheck %s --check-prefix=SIM
 // RUN: stagecraft-opt %s --pipe-schedule=kind=gpipe | stagecraft-translate --pipe-to-chrome-trace > %t.json
 // RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); ev=d['traceEvents']; print([e['args']['name'] for e in ev if e['name']=='thread_name']); print([(e['tid'], e['name'], e['ts'], e['dur']) for e in ev if e.get('cat')=='transfer'])" %t.json | FileCheck %s --check-prefix=TRACE
+// RUN: stagecraft-opt %s --pipe-schedule=kind=gpipe | stagecraft-translate --pipe-to-summary | FileCheck %s --check-prefix=SUMMARY
 // RUN: stagecraft-opt %s --pipe-schedule=kind=gpipe | stagecraft-translate --pipe-to-plan --unit-bytes=1000 -o %t.plan.json
 // RUN: %python -c "import json,sys; p=json.load(open(sys.argv[1])); print(p['links']); print([r.get('device') for r in p['ranks']]); print(sorted({(o['op'], o['bytes']) for r in p['ranks'] for o in r['ops'] if o['op'] in ('send', 'recv')}))" %t.plan.json | FileCheck %s --check-prefix=PLAN
 
@@ -14,6 +15,8 @@
 // Without contention rank 1's forwards would start at 3, 4, 5, 6 and the
 // step would end at 19.
 // SIM: makespan = 2.200000e+01
+// SUMMARY: schedule @linked_gpipe for @linked: 2 ranks, 2 stages, 4 microbatches, links: nodes of 1, intra latency 0 bandwidth 4, inter latency 0 bandwidth 1 (one transfer at a time per directed link)
+// SUMMARY-NEXT: makespan 22,
 
 // The trace: a track per directed link after the rank tracks, each transfer
 // over the time it held its link (microseconds: 1000 per unit).
