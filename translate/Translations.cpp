@@ -178,6 +178,14 @@ static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
                                      "helix", "auto"};
   if (llvm::find(kGenerated, kind) == std::end(kGenerated))
     kind = "auto";
+  if (count > 0 && !plan.ranks.empty() && !plan.ranks[0].device.empty()) {
+    s.emitWarning() << "--fallbacks=" << count
+                    << ": not stored for a pipeline with devices(...): which "
+                       "rank is lost decides the survivors' devices, so "
+                       "stagecraft-run --elastic compiles for the survivors "
+                       "it has";
+    return success();
+  }
   for (int k = 1; k <= count; ++k) {
     if (ranks - k < 1) {
       s.emitWarning() << "--fallbacks=" << count << ": stored the " << k - 1
@@ -214,7 +222,9 @@ static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
       fallback = attempt("auto");
     }
     if (!fallback) {
-      llvm::consumeError(fallback.takeError());
+      std::string why = llvm::toString(fallback.takeError());
+      if (errors.empty())
+        errors = why;
       s.emitWarning() << "--fallbacks=" << count << ": no plan fits "
                       << ranks - k << " ranks (" << errors
                       << "); the plan holds fallbacks for " << k - 1

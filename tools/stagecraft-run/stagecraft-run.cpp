@@ -799,15 +799,24 @@ static int superviseElastic(int argc, char **argv) {
         if (f.numRanks() == ranks - 1)
           fallback = &f;
       }
+      bool onDevices = !planFile->ranks.empty() &&
+                       !planFile->ranks[0].device.empty();
       if (!fallback)
         return cleanUp(stop(
-            fmt::format("no precomputed plan for the {} surviving ranks "
-                        "({}) in {} "
-                        "(it holds fallbacks for {} ranks); write more with "
-                        "stagecraft-translate --pipe-to-plan --fallbacks=K, "
-                        "or run --elastic on the spec",
-                        ranks - 1, describeSurvivors(), input,
-                        held.empty() ? "no" : held),
+            onDevices
+                ? fmt::format("no precomputed plan for the {} surviving "
+                              "ranks ({}) in {}: a plan on devices(...) "
+                              "holds none (the lost rank decides the "
+                              "survivors' devices); run --elastic on the "
+                              "spec",
+                              ranks - 1, describeSurvivors(), input)
+                : fmt::format("no precomputed plan for the {} surviving ranks "
+                              "({}) in {} "
+                              "(it holds fallbacks for {} ranks); write more "
+                              "with stagecraft-translate --pipe-to-plan "
+                              "--fallbacks=K, or run --elastic on the spec",
+                              ranks - 1, describeSurvivors(), input,
+                              held.empty() ? "no" : held),
             stagecraft::runtime::kExitRankLost));
       attemptInput = scratchFile("stagecraft-fallback", "json");
       std::error_code ec;
