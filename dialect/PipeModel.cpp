@@ -49,6 +49,16 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
                    get(pipeline.getInterBandwidthAttr())};
     problem.links = links;
   }
+  if (std::optional<ArrayRef<double>> lengths = pipeline.getLengths()) {
+    problem.lengths.assign(lengths->begin(), lengths->end());
+    double sum = 0.0;
+    for (double l : problem.lengths)
+      sum += l;
+    problem.referenceLength =
+        pipeline.getReferenceLengthAttr()
+            ? pipeline.getReferenceLengthAttr().getValueAsDouble()
+            : sum / static_cast<double>(problem.lengths.size());
+  }
   for (StageOp op : pipeline.getStages()) {
     sched::Stage stage;
     stage.name = op.getSymName().str();
@@ -73,6 +83,10 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.params = params.getValueAsDouble();
     if (FloatAttr output = op.getOutputAttr())
       stage.output = output.getValueAsDouble();
+    if (FloatAttr linear = op.getScalingLinearAttr())
+      stage.scalingLinear = linear.getValueAsDouble();
+    if (FloatAttr quadratic = op.getScalingQuadraticAttr())
+      stage.scalingQuadratic = quadratic.getValueAsDouble();
     if (FloatAttr af = op.getAttentionForwardAttr())
       stage.attention = sched::Stage::Attention{
           af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),

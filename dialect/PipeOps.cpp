@@ -183,8 +183,38 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (failed(parser.parseOptionalKeyword(
-            &keyword, {"latency", "capacity", "devices", "links"})))
+            &keyword, {"latency", "capacity", "devices", "links", "lengths",
+                       "reference_length"})))
       break;
+    if (keyword == "lengths") {
+      // lengths(l0, l1, ...): each microbatch's sequence length.
+      if (result.attributes.get(getLengthsAttrName(result.name)))
+        return parser.emitError(loc) << "lengths(...) appears twice";
+      SmallVector<double> lengths;
+      if (parser.parseCommaSeparatedList(
+              AsmParser::Delimiter::Paren, [&]() -> ParseResult {
+                double value;
+                if (parseNumber(parser, value))
+                  return failure();
+                lengths.push_back(value);
+                return success();
+              }))
+        return failure();
+      result.addAttribute(getLengthsAttrName(result.name),
+                          b.getDenseF64ArrayAttr(lengths));
+      continue;
+    }
+    if (keyword == "reference_length") {
+      if (result.attributes.get(getReferenceLengthAttrName(result.name)))
+        return parser.emitError(loc) << "reference_length(...) appears twice";
+      double value;
+      if (parser.parseLParen() || parseNumber(parser, value) ||
+          parser.parseRParen())
+        return failure();
+      result.addAttribute(getReferenceLengthAttrName(result.name),
+                          b.getF64FloatAttr(value));
+      continue;
+    }
     if (keyword == "links") {
       // links(node = N, intra = (latency = L, bandwidth = B), inter = (...))
       if (result.attributes.get(getLinksNodeAttrName(result.name)))
@@ -305,6 +335,15 @@ void PipelineOp::print(OpAsmPrinter &p) {
   p.printSymbolName(getSymName());
   p << " ranks(" << getRanks() << ") microbatches(" << getMicrobatches()
     << ")";
+  if (std::optional<ArrayRef<double>> lengths = getLengths()) {
+    p << " lengths(";
+    llvm::interleaveComma(*lengths, p,
+                          [&](double l) { p << formatNumber(l); });
+    p << ")";
+  }
+  if (FloatAttr reference = getReferenceLengthAttr())
+    p << " reference_length(" << formatNumber(reference.getValueAsDouble())
+      << ")";
   if (getLatency().convertToDouble() != 0.0)
     p << " latency(" << formatNumber(getLatency().convertToDouble()) << ")";
   if (FloatAttr capacity = getCapacityAttr())
@@ -341,13 +380,36 @@ void PipelineOp::print(OpAsmPrinter &p) {
        getLatencyAttrName(), getCapacityAttrName(), getDevicesAttrName(),
        getLinksNodeAttrName(), getIntraLatencyAttrName(),
        getIntraBandwidthAttrName(), getInterLatencyAttrName(),
-       getInterBandwidthAttrName()});
+       getInterBandwidthAttrName(), getLengthsAttrName(),
+       getReferenceLengthAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/false);
 }
 
 LogicalResult PipelineOp::verify() {
+  if (std::optional<ArrayRef<double>> lengths = getLengths()) {
+    if (lengths->size() != getMicrobatches())
+      return emitOpError() << "lengths(...) gives " << lengths->size()
+                           << " lengths for " << getMicrobatches()
+                           << " microbatches; give one per microbatch";
+    for (size_t m = 0; m < lengths->size(); ++m) {
+      double l = (*lengths)[m];
+      if (!std::isfinite(l) || l <= 0.0)
+        return emitOpError() << "lengths(...): microbatch " << m
+                             << "'s length must be finite and positive, got "
+                             << formatNumber(l);
+    }
+  }
+  if (FloatAttr reference = getReferenceLengthAttr()) {
+    double value = reference.getValueAsDouble();
+    if (!getLengths())
+      return emitOpError() << "reference_length(X) needs lengths(...)";
+    if (!std::isfinite(value) || value <= 0.0)
+      return emitOpError() << "reference_length must be finite and positive, "
+                              "got "
+                           << formatNumber(value);
+  }
   if (getLinksNodeAttr()) {
     if (getLatency().convertToDouble() != 0.0)
       return emitOpError() << "latency(X) and links(...) both give transfer "
@@ -501,12 +563,22 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
     if (failed(parser.parseOptionalKeyword(
-            &keyword, {"memory", "params", "attention", "output"})))
+            &keyword, {"memory", "params", "attention", "output", "scaling"})))
       break;
     if (llvm::is_contained(seen, keyword))
       return parser.emitError(loc) << keyword << "(...) appears twice";
     seen.push_back(keyword);
-    if (keyword == "memory") {
+    if (keyword == "scaling") {
+      std::pair<StringRef, std::optional<double>> scaling[] = {
+          {"linear", std::nullopt}, {"quadratic", std::nullopt}};
+      if (parseNamedNumbers(parser, "scaling", scaling, /*required=*/false))
+        return failure();
+      result.addAttribute(getScalingLinearAttrName(result.name),
+                          b.getF64FloatAttr(scaling[0].second.value_or(
+                              scaling[1].second ? 0.0 : 1.0)));
+      result.addAttribute(getScalingQuadraticAttrName(result.name),
+                          b.getF64FloatAttr(scaling[1].second.value_or(0.0)));
+    } else if (keyword == "memory") {
       if (parseNamedNumbers(parser, "memory", memory, /*required=*/false))
         return failure();
     } else if (keyword == "params" || keyword == "output") {
@@ -570,6 +642,13 @@ void StageOp::print(OpAsmPrinter &p) {
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr output = getOutputAttr())
     p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
+  if (FloatAttr linear = getScalingLinearAttr())
+    p << " scaling(linear = " << formatNumber(linear.getValueAsDouble())
+      << ", quadratic = "
+      << formatNumber(getScalingQuadraticAttr()
+                          ? getScalingQuadraticAttr().getValueAsDouble()
+                          : 0.0)
+      << ")";
   if (FloatAttr af = getAttentionForwardAttr())
     p << " attention(forward = " << formatNumber(af.getValueAsDouble())
       << ", backward = "
@@ -587,7 +666,8 @@ void StageOp::print(OpAsmPrinter &p) {
        getForwardBackwardAttrName(), getActivationAttrName(),
        getWeightGradAttrName(), getRecomputedAttrName(),
        getSelectiveAttrName(), getSelectiveCostAttrName(), getParamsAttrName(),
-       getOutputAttrName(), getAttentionForwardAttrName(),
+       getOutputAttrName(), getScalingLinearAttrName(),
+       getScalingQuadraticAttrName(), getAttentionForwardAttrName(),
        getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
 }
 
@@ -605,7 +685,9 @@ LogicalResult StageOp::verify() {
       {"memory 'selective'", getSelectiveAttr()},
       {"cost 'selective'", getSelectiveCostAttr()},
       {"params", getParamsAttr()},
-      {"output", getOutputAttr()}};
+      {"output", getOutputAttr()},
+      {"scaling 'linear'", getScalingLinearAttr()},
+      {"scaling 'quadratic'", getScalingQuadraticAttr()}};
   for (auto [what, attr] : optional) {
     if (!attr)
       continue;
@@ -614,6 +696,12 @@ LogicalResult StageOp::verify() {
       return emitOpError() << what << " must be finite and non-negative, got "
                            << formatNumber(value);
   }
+  if (getScalingLinearAttr() &&
+      getScalingLinearAttr().getValueAsDouble() == 0.0 &&
+      (!getScalingQuadraticAttr() ||
+       getScalingQuadraticAttr().getValueAsDouble() == 0.0))
+    return emitOpError() << "scaling(...) needs 'linear' or 'quadratic' above "
+                            "0";
   double activation = getActivation().convertToDouble();
   std::pair<StringRef, FloatAttr> kept[] = {
       {"recomputed", getRecomputedAttr()}, {"selective", getSelectiveAttr()}};

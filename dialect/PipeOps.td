@@ -47,7 +47,9 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     OptionalAttr<F64Attr>:$intra_latency,
     OptionalAttr<F64Attr>:$intra_bandwidth,
     OptionalAttr<F64Attr>:$inter_latency,
-    OptionalAttr<F64Attr>:$inter_bandwidth
+    OptionalAttr<F64Attr>:$inter_bandwidth,
+    OptionalAttr<DenseF64ArrayAttr>:$lengths,
+    OptionalAttr<F64Attr>:$reference_length
   );
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -141,6 +143,10 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     backward = Y, memory = Z)` declares the core attention that follows the
     stage as a separate task (HelixPipe's cut at the attention boundary):
     its costs and the memory it keeps from forward to backward (default 0).
+    `scaling(linear = a, quadratic = b)` (default a = 1, b = 0): with the
+    pipeline's `lengths(...)`, microbatch m's costs are the given ones times
+    (a l_m + b l_m^2) / (a l0 + b l0^2), l0 the reference length; its
+    memory and output scale by l_m / l0.
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -161,6 +167,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     OptionalAttr<F64Attr>:$selective_cost,
     OptionalAttr<F64Attr>:$params,
     OptionalAttr<F64Attr>:$output,
+    OptionalAttr<F64Attr>:$scaling_linear,
+    OptionalAttr<F64Attr>:$scaling_quadratic,
     OptionalAttr<F64Attr>:$attention_forward,
     OptionalAttr<F64Attr>:$attention_backward,
     OptionalAttr<F64Attr>:$attention_memory

@@ -53,8 +53,16 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
     if (chain[r] < 0.0)
       chain[r] = delay;
     const Stage &stage = problem.stages[s];
-    work[r] += problem.microbatches * (stage.forward + stage.backward());
-    delay += stage.forward;
+    // With lengths: each microbatch's own work, and the chain of the one
+    // whose forward here is shortest.
+    double total = 0.0, shortest = std::numeric_limits<double>::infinity();
+    for (int m = 0; m < problem.microbatches; ++m) {
+      double c = problem.costScale(s, m);
+      total += c;
+      shortest = std::min(shortest, c);
+    }
+    work[r] += total * (stage.forward + stage.backward());
+    delay += shortest * stage.forward;
   }
   double bound = 0.0;
   for (int r = 0; r < p; ++r)

@@ -140,7 +140,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     std::map<uint64_t, int> live; // tag -> buffer index
     auto write = [&](uint64_t tag, double units, int at) {
       live[tag] = static_cast<int>(buffers.size());
-      int64_t bytes = bytesOf(units);
+      // Every buffer belongs to one microbatch, sized for its length.
+      int64_t bytes =
+          bytesOf(units * problem.memoryScale(decodeTag(tag).microbatch));
       if (isMessageBuffer(static_cast<BufferKind>(decodeTag(tag).kind)))
         bytes = std::max(bytes, minMessageBytes);
       buffers.push_back({tag, bytes, at, at});
@@ -333,7 +335,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           BufferKind kind = bufferKindOf(op.message.kind);
           int carried = kind == BufferKind::Gradient ? op.message.stage - 1
                                                      : op.message.stage;
-          o.transfer = problem.transferTime(r, op.peer, carried);
+          o.transfer = problem.transferTime(r, op.peer, carried,
+                                            op.message.microbatch);
         }
         return o;
       };

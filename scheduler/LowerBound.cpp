@@ -65,6 +65,29 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     if (d.speed != 1.0)
       return memoryAwareLowerBound(scaledForDevices(problem, placement),
                                    placement, memoryLimit);
+  // Microbatches of different lengths: the bound of the problem where each
+  // stage's every microbatch is as short (and as small) as its shortest.
+  // That problem's schedules are no slower than this one's, so its bound
+  // holds here too (the pairing below needs alike microbatches).
+  if (problem.hasLengths()) {
+    Problem relaxed = problem;
+    relaxed.lengths.clear();
+    double memory = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < problem.microbatches; ++k)
+      memory = std::min(memory, problem.memoryScale(k));
+    for (int s = 0; s < problem.numStages(); ++s) {
+      double c = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < problem.microbatches; ++k)
+        c = std::min(c, problem.costScale(s, k));
+      Stage &st = relaxed.stages[s];
+      st.forward *= c;
+      st.backwardInput *= c;
+      st.backwardWeight *= c;
+      st.activation *= memory;
+      st.weightGrad *= memory;
+    }
+    return memoryAwareLowerBound(relaxed, placement, memoryLimit);
+  }
   const int n = problem.numStages(), m = problem.microbatches;
   const double inf = std::numeric_limits<double>::infinity();
   auto cost = [&](int s, int type) {

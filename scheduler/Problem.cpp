@@ -29,7 +29,8 @@ double Problem::capacityOf(int r) const {
   return capacity ? *capacity : std::numeric_limits<double>::infinity();
 }
 
-double Problem::transferTime(int from, int to, int stage) const {
+double Problem::transferTime(int from, int to, int stage,
+                             int microbatch) const {
   if (from == to)
     return 0.0;
   if (!links)
@@ -37,7 +38,7 @@ double Problem::transferTime(int from, int to, int stage) const {
   const Link &link =
       from / links->node == to / links->node ? links->intra : links->inter;
   double bytes = stage >= 0 && stage < numStages() ? stages[stage].output : 0.0;
-  return link.latency + bytes / link.bandwidth;
+  return link.latency + bytes * memoryScale(microbatch) / link.bandwidth;
 }
 
 double Problem::speedOf(int r) const {

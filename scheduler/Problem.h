@@ -48,6 +48,9 @@ struct Stage {
   /// Size of the activation this stage sends to the next one (its
   /// gradient coming back is as large), in memory units; 0: not given.
   double output = 0.0;
+  /// How the costs grow with a microbatch's sequence length l (with the
+  /// pipeline's `lengths`): as linear l + quadratic l^2.
+  double scalingLinear = 1.0, scalingQuadratic = 0.0;
   /// The rank the user pinned this stage to, if any.
   std::optional<int> rank;
   /// Transformer layers of the stage (for training); 0 when not given.
@@ -103,6 +106,28 @@ struct Problem {
     Link intra, inter;
   };
   std::optional<Links> links;
+  /// Each microbatch's sequence length (`lengths(...)`); empty: all alike.
+  /// The stages' costs and memory are for `referenceLength`.
+  std::vector<double> lengths;
+  double referenceLength = 1.0;
+
+  /// Stage \p s's cost factor for microbatch \p m: (a l + b l^2) / (a l0 +
+  /// b l0^2) with its scaling; 1 without lengths.
+  double costScale(int s, int m) const {
+    if (lengths.empty() || m < 0 || m >= static_cast<int>(lengths.size()))
+      return 1.0;
+    const Stage &st = stages[s];
+    double l = lengths[m], l0 = referenceLength;
+    return (st.scalingLinear * l + st.scalingQuadratic * l * l) /
+           (st.scalingLinear * l0 + st.scalingQuadratic * l0 * l0);
+  }
+  /// The memory (and message size) factor of microbatch \p m: l / l0.
+  double memoryScale(int m) const {
+    if (lengths.empty() || m < 0 || m >= static_cast<int>(lengths.size()))
+      return 1.0;
+    return lengths[m] / referenceLength;
+  }
+  bool hasLengths() const { return !lengths.empty(); }
 
   /// The capacity of rank \p r: its device's memory, else `capacity`;
   /// infinity when unbounded.
@@ -116,7 +141,7 @@ struct Problem {
   /// output over its bandwidth. Alone on its link: with links, the
   /// simulator queues the transfers of each directed link
   /// (TaskGraph::linkContention).
-  double transferTime(int from, int to, int stage) const;
+  double transferTime(int from, int to, int stage, int microbatch = -1) const;
   /// Whether some rank's memory is bounded (`capacity`, or a device's
   /// `memory`).
   bool hasCapacity() const {

@@ -116,12 +116,37 @@ ActionEffect stagecraft::pipe::sched::actionEffect(
     break;
   case ActionKind::ForwardBackward: {
     const Stage &back = problem.stages[a.backwardStage];
-    e.cost = overlappedCost(stage, back);
-    e.allocAtStart =
-        keptActivation(stage, recompute.at(a.stage, a.microbatch));
-    rematerialize(a.backwardStage, a.backwardMicrobatch);
-    e.freeAtEnd = back.activation;
-    break;
+    if (!problem.hasLengths()) {
+      e.cost = overlappedCost(stage, back);
+      e.allocAtStart =
+          keptActivation(stage, recompute.at(a.stage, a.microbatch));
+      rematerialize(a.backwardStage, a.backwardMicrobatch);
+      e.freeAtEnd = back.activation;
+    } else {
+      // Two microbatches of their own lengths: each half at its own scale.
+      const double cf = problem.costScale(a.stage, a.microbatch),
+                   cb = problem.costScale(a.backwardStage, a.backwardMicrobatch),
+                   mf = problem.memoryScale(a.microbatch),
+                   mb = problem.memoryScale(a.backwardMicrobatch);
+      Stage f = stage, b = back;
+      for (Stage *st : {&f, &b}) {
+        double c = st == &f ? cf : cb;
+        st->forward *= c;
+        st->backwardInput *= c;
+        st->backwardWeight *= c;
+        if (st->forwardBackward)
+          *st->forwardBackward *= c;
+      }
+      e.cost = overlappedCost(f, b);
+      e.allocAtStart =
+          keptActivation(stage, recompute.at(a.stage, a.microbatch)) * mf;
+      Recompute mode = recompute.at(a.backwardStage, a.backwardMicrobatch);
+      e.cost += recomputeCost(back, mode) * cb;
+      e.allocAtStart += (back.activation - keptActivation(back, mode)) * mb;
+      e.freeAtEnd = back.activation * mb;
+    }
+    e.cost /= problem.speedOf(rank);
+    return e;
   }
   case ActionKind::AttentionForward:
     e.cost = stage.attention->forward;
@@ -131,6 +156,13 @@ ActionEffect stagecraft::pipe::sched::actionEffect(
     e.cost = stage.attention->backward;
     e.freeAtEnd = stage.attention->memory;
     break;
+  }
+  // One microbatch of its own length (ForwardBackward returned above).
+  if (problem.hasLengths()) {
+    e.cost *= problem.costScale(a.stage, a.microbatch);
+    double m = problem.memoryScale(a.microbatch);
+    e.allocAtStart *= m;
+    e.freeAtEnd *= m;
   }
   e.cost /= problem.speedOf(rank);
   return e;
@@ -314,11 +346,11 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     const Task &task = graph.task(t);
     llvm::SmallVector<Dependency, 4> deps;
     // \p message: the stage whose output (or its gradient) the transfer
-    // carries.
-    auto dependOn = [&](TaskId producer, int message) {
+    // carries, for microbatch \p mb.
+    auto dependOn = [&](TaskId producer, int message, int mb) {
       assert(producer >= 0 && "coverage checked above");
       deps.push_back({producer, problem.transferTime(graph.task(producer).rank,
-                                                     task.rank, message)});
+                                                     task.rank, message, mb)});
     };
     auto hasAttention = [&](int s) {
       return s >= 0 && s < numStages && problem.stages[s].attention.has_value();
@@ -330,16 +362,16 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     };
     auto forwardDeps = [&](int s, int m) {
       if (s > 0)
-        dependOn(index(s - 1, m, ActionKind::Forward), s - 1);
+        dependOn(index(s - 1, m, ActionKind::Forward), s - 1, m);
       if (hasAttention(s - 1))
-        dependOn(index(s - 1, m, ActionKind::AttentionForward), s - 1);
+        dependOn(index(s - 1, m, ActionKind::AttentionForward), s - 1, m);
     };
     auto inputGradDeps = [&](int s, int m) {
-      dependOn(index(s, m, ActionKind::Forward), s);
+      dependOn(index(s, m, ActionKind::Forward), s, m);
       if (s + 1 < numStages)
-        dependOn(gradientOf(s + 1, m), s);
+        dependOn(gradientOf(s + 1, m), s, m);
       if (hasAttention(s))
-        dependOn(index(s, m, ActionKind::AttentionBackward), s);
+        dependOn(index(s, m, ActionKind::AttentionBackward), s, m);
     };
     int s = task.stage, m = task.microbatch;
     switch (task.kind) {
@@ -351,18 +383,18 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       inputGradDeps(s, m);
       break;
     case ActionKind::BackwardWeight:
-      dependOn(index(s, m, ActionKind::BackwardInput), s);
+      dependOn(index(s, m, ActionKind::BackwardInput), s, m);
       break;
     case ActionKind::ForwardBackward:
       forwardDeps(s, m);
       inputGradDeps(task.backwardStage, task.backwardMicrobatch);
       break;
     case ActionKind::AttentionForward:
-      dependOn(index(s, m, ActionKind::Forward), s);
+      dependOn(index(s, m, ActionKind::Forward), s, m);
       break;
     case ActionKind::AttentionBackward:
-      dependOn(index(s, m, ActionKind::AttentionForward), s);
-      dependOn(gradientOf(s + 1, m), s);
+      dependOn(index(s, m, ActionKind::AttentionForward), s, m);
+      dependOn(gradientOf(s + 1, m), s, m);
       break;
     }
     graph.addDependencies(t, deps);
