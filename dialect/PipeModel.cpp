@@ -7,6 +7,8 @@
 
 #include "dialect/PipeModel.h"
 
+#include "scheduler/Generators.h"
+
 #include "scheduler/ScheduleError.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -121,6 +123,25 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
                                                         PipelineOp pipeline) {
   ScheduleModel model;
   model.problem = problemFromPipeline(pipeline);
+  // auto's choice of microbatch order (lengths): position k runs the
+  // pipeline's microbatch order[k].
+  if (auto order = op->getAttrOfType<DenseI64ArrayAttr>("microbatch_order")) {
+    const int m = model.problem.microbatches;
+    std::vector<int> perm(order.asArrayRef().begin(), order.asArrayRef().end());
+    std::vector<int> sorted = perm;
+    llvm::sort(sorted);
+    bool permutation = static_cast<int>(perm.size()) == m;
+    for (int k = 0; permutation && k < m; ++k)
+      permutation = sorted[k] == k;
+    if (!permutation)
+      return op.emitOpError() << "microbatch_order must be a permutation of "
+                                 "the "
+                              << m << " microbatches 0.." << m - 1;
+    if (!model.problem.hasLengths())
+      return op.emitOpError()
+             << "microbatch_order needs the pipeline's lengths(...)";
+    model.problem = sched::reorderedMicrobatches(model.problem, perm);
+  }
   const int numRanks = model.problem.ranks;
   const int numStages = model.problem.numStages();
   llvm::DenseMap<StringAttr, int> stageIndex;

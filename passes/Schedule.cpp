@@ -192,6 +192,11 @@ struct SchedulePass
           c = '_';
       ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
                                     kind, result->schedule);
+      if (!result->microbatchOrder.empty()) {
+        SmallVector<int64_t> order(result->microbatchOrder.begin(),
+                                   result->microbatchOrder.end());
+        op->setAttr("microbatch_order", builder.getDenseI64ArrayAttr(order));
+      }
       if (!result->choice.empty()) {
         op->setAttr("auto_choice", builder.getStringAttr(result->choice));
         // helix (auto's choice for attention stages) has no bound here.

@@ -360,18 +360,18 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                               std::vector<double>(problem.ranks, limit)));
   const int p = problem.ranks, mbs = problem.microbatches;
 
-  // 1. The fixed kinds, the likeliest winners first; once one fits, the
-  // time limit applies (a generation is never interrupted, so the search
-  // ends at most one candidate past the limit).
+  // 0. The schedules the caller starts from.
+  for (const Schedule &start : options.starts)
+    search.consider(start, "the given schedule");
+
+  // 1. Every fixed kind, whatever the time limit: each is one generation
+  // and one simulation, and auto is never worse than any of them.
   for (ScheduleKind kind :
        {ScheduleKind::OneFOneB, ScheduleKind::ZBV, ScheduleKind::ZBH1,
         ScheduleKind::DualPipeV, ScheduleKind::ZBH2,
-        ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe}) {
-    if (search.found && search.outOfTime())
-      break;
+        ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
     search.consider(generateSchedule(problem, {kind}),
                     scheduleKindName(kind).str());
-  }
 
   // The V heuristic planned for more link latency than there is (more
   // slack in its offsets and W fills), then simulated with the real one.

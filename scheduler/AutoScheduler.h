@@ -39,6 +39,10 @@ struct AutoOptions {
   /// at the end if it ran longer than that.
   std::function<void(const AutoProgress &)> progress;
   double progressInterval = 1.0;
+  /// Schedules to start from (a standing plan re-planned for new costs,
+  /// e.g. new microbatch lengths): each is a candidate like the fixed
+  /// kinds, so the result is never slower than one that fits.
+  std::vector<Schedule> starts;
 };
 
 struct AutoResult {

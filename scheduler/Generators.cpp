@@ -11,6 +11,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
 using namespace stagecraft::pipe::sched;
 
 static constexpr ScheduleKind kAllKinds[] = {
@@ -145,9 +149,98 @@ static llvm::Expected<Schedule> fixedKind(const Problem &problem,
   return generateSchedule(problem, options);
 }
 
+Problem stagecraft::pipe::sched::reorderedMicrobatches(
+    const Problem &problem, llvm::ArrayRef<int> order) {
+  Problem reordered = problem;
+  if (problem.hasLengths())
+    for (size_t k = 0; k < order.size(); ++k)
+      reordered.lengths[k] = problem.lengths[order[k]];
+  return reordered;
+}
+
+static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
+                                              const KindRequest &request);
+
 llvm::Expected<KindResult>
 stagecraft::pipe::sched::scheduleByName(const Problem &problem,
                                         const KindRequest &request) {
+  bool attention = false;
+  for (const Stage &st : problem.stages)
+    attention |= st.attention.has_value();
+  if (request.kind != "auto" || !problem.hasLengths() || attention)
+    return scheduleOne(problem, request);
+  // auto with lengths: the microbatch orders below, under one memory limit.
+  const int m = problem.microbatches;
+  std::vector<int> given(m);
+  std::iota(given.begin(), given.end(), 0);
+  std::vector<int> longest = given;
+  std::stable_sort(longest.begin(), longest.end(), [&](int a, int b) {
+    return problem.lengths[a] > problem.lengths[b];
+  });
+  std::vector<int> shortest(longest.rbegin(), longest.rend());
+  std::vector<int> alternating;
+  for (int lo = 0, hi = m - 1; lo <= hi; ++lo, --hi) {
+    alternating.push_back(longest[lo]);
+    if (lo != hi)
+      alternating.push_back(longest[hi]);
+  }
+  std::vector<std::vector<int>> orders;
+  for (std::vector<int> *o : {&given, &longest, &shortest, &alternating})
+    if (llvm::find(orders, *o) == orders.end())
+      orders.push_back(*o);
+  KindRequest each = request;
+  each.timeLimit = request.timeLimit / static_cast<double>(orders.size());
+  if (each.memoryLimit <= 0.0 && !problem.hasCapacity()) {
+    llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
+    if (!peaks)
+      return peaks.takeError();
+    each.memoryLimit = *std::max_element(peaks->begin(), peaks->end());
+  }
+  std::optional<KindResult> best;
+  std::optional<llvm::Error> firstError;
+  for (const std::vector<int> &order : orders) {
+    // A start runs the problem's microbatches: relabel them by position.
+    KindRequest here = each;
+    std::vector<int> position(m);
+    for (int k = 0; k < m; ++k)
+      position[order[k]] = k;
+    for (Schedule &start : here.starts)
+      for (auto &rank : start.ranks)
+        for (Action &a : rank) {
+          if (a.microbatch >= 0 && a.microbatch < m)
+            a.microbatch = position[a.microbatch];
+          if (a.backwardMicrobatch >= 0 && a.backwardMicrobatch < m)
+            a.backwardMicrobatch = position[a.backwardMicrobatch];
+        }
+    llvm::Expected<KindResult> r =
+        scheduleOne(reorderedMicrobatches(problem, order), here);
+    if (!r) {
+      if (!firstError)
+        firstError = r.takeError();
+      else
+        llvm::consumeError(r.takeError());
+      continue;
+    }
+    if (best && r->timeline.makespan >= best->timeline.makespan - 1e-12)
+      continue;
+    best = std::move(*r);
+    best->microbatchOrder = order == given ? std::vector<int>{} : order;
+  }
+  if (!best)
+    return std::move(*firstError);
+  if (firstError)
+    llvm::consumeError(std::move(*firstError));
+  if (!best->microbatchOrder.empty())
+    best->choice += best->microbatchOrder == longest
+                        ? "; microbatches longest first"
+                    : best->microbatchOrder == shortest
+                        ? "; microbatches shortest first"
+                        : "; microbatches longest and shortest alternating";
+  return std::move(*best);
+}
+
+static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
+                                              const KindRequest &request) {
   auto fail = [](std::string message) -> llvm::Expected<KindResult> {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -163,6 +256,7 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
     options.timeLimit = request.timeLimit;
     if (request.progress)
       options.progress = request.progress;
+    options.starts = request.starts;
     struct Candidate {
       std::string name;
       Schedule schedule;

@@ -147,6 +147,9 @@ struct KindRequest {
   double timeLimit = 10.0;
   /// Called while auto searches (may be empty).
   std::function<void(const AutoProgress &)> progress;
+  /// auto: schedules to start from (AutoOptions::starts), microbatches by
+  /// the problem's order.
+  std::vector<Schedule> starts;
 };
 
 struct KindResult {
@@ -160,10 +163,23 @@ struct KindResult {
   std::string choice;
   double lowerBound = 0.0;
   double memoryAwareBound = 0.0;
+  /// auto with `lengths`: the microbatch order it chose, position k runs
+  /// the problem's microbatch `microbatchOrder[k]` (`schedule` and
+  /// `timeline` index microbatches by position); empty: as given.
+  std::vector<int> microbatchOrder;
 };
 
+/// \p problem with its microbatches in \p order (position k is microbatch
+/// order[k]): only the lengths move.
+Problem reorderedMicrobatches(const Problem &problem,
+                              llvm::ArrayRef<int> order);
+
 /// The schedule of \p problem for \p request, with its recomputation
-/// planned: unknown kinds, bad options, a fixed kind over its memory limit
+/// planned. With `lengths`, auto also chooses the microbatch order: as
+/// given, longest first, shortest first, and longest and shortest
+/// alternating, each searched for a quarter of the time limit under the
+/// same memory limit (default: 1F1B's highest peak with the order as
+/// given). unknown kinds, bad options, a fixed kind over its memory limit
 /// and a plan over the pipeline's capacity fail with a message. With a
 /// capacity, auto searches kind x recomputation: its own search (at its
 /// default limit, and at the activation memory the capacity leaves) and
