@@ -168,4 +168,60 @@ TEST(Lengths, BuffersAreSizedPerMicrobatch) {
   EXPECT_EQ(bytes[1], (std::set<int64_t>{1500}));
 }
 
+TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {
+  // Long-tailed batches on p = 4, m = 8: auto's result, read back with its
+  // microbatch order, simulates to what it reports; it is no slower than
+  // any fixed kind that fits the same limit (1F1B's peak, lengths as
+  // given) or than the schedule it starts from, and it fits that limit.
+  for (unsigned seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    Problem problem = uniformProblem(4, 8, 4, {1.0, 1.0, 0.5}, 0.02);
+    problem.lengths = longTail(8, seed);
+    problem.referenceLength = 1024.0;
+    llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
+    ASSERT_TRUE(!!peaks);
+    double limit = *std::max_element(peaks->begin(), peaks->end());
+    // Two starts: zb-h1's order (which may not fit) and 1F1B's (which
+    // does).
+    Schedule start = *generateSchedule(problem, {ScheduleKind::ZBH1});
+    Schedule oneF = *generateSchedule(problem, {ScheduleKind::OneFOneB});
+    KindRequest request;
+    request.kind = "auto";
+    request.timeLimit = 0.2;
+    request.starts = {start, oneF};
+    llvm::Expected<KindResult> r = scheduleByName(problem, request);
+    ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
+    std::string where = fmt::format("seed {}: {}", seed, r->choice);
+    std::vector<int> order = r->microbatchOrder;
+    if (order.empty())
+      for (int k = 0; k < 8; ++k)
+        order.push_back(k);
+    Problem seen = reorderedMicrobatches(problem, order);
+    llvm::Expected<Timeline> back = simulate(seen, r->schedule);
+    ASSERT_TRUE(!!back) << where;
+    EXPECT_NEAR(back->makespan, r->timeline.makespan, 1e-9) << where;
+    EXPECT_LE(*std::max_element(back->peakMemory.begin(),
+                                back->peakMemory.end()),
+              limit + 1e-9)
+        << where;
+    for (const Schedule &given : {start, oneF}) {
+      llvm::Expected<Timeline> t = simulate(problem, given);
+      ASSERT_TRUE(!!t);
+      if (*std::max_element(t->peakMemory.begin(), t->peakMemory.end()) <=
+          limit + 1e-9)
+        EXPECT_LE(r->timeline.makespan, t->makespan + 1e-9) << where;
+    }
+    for (const char *kind : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
+      KindRequest fixed;
+      fixed.kind = kind;
+      llvm::Expected<KindResult> f = scheduleByName(problem, fixed);
+      ASSERT_TRUE(!!f) << kind;
+      const Timeline &t = f->timeline;
+      if (*std::max_element(t.peakMemory.begin(), t.peakMemory.end()) <=
+          limit + 1e-9)
+        EXPECT_LE(r->timeline.makespan, t.makespan + 1e-9) << where << " vs "
+                                                           << kind;
+    }
+  }
+}
+
 } // namespace
