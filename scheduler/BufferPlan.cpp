@@ -96,6 +96,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   plan.placement = program.placement;
   plan.recompute = program.recompute;
   plan.links = problem.links;
+  plan.lengths = problem.lengths;
+  plan.referenceLength = problem.referenceLength;
   plan.ranks.resize(p);
   if (problem.hasDevices())
     for (int r = 0; r < p && r < static_cast<int>(problem.devices.size()); ++r) {

@@ -112,6 +112,11 @@ struct Plan {
   /// the simulation (`simulated_*`); the sends' bytes are the stages'
   /// `output` times the unit bytes where given.
   std::optional<Problem::Links> links;
+  /// Each microbatch's length by position (`lengths(...)`, in the
+  /// schedule's `microbatch_order`), and the reference length; empty: all
+  /// alike.
+  std::vector<double> lengths;
+  double referenceLength = 1.0;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;
   std::vector<double> simulatedBusy;

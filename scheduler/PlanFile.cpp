@@ -136,6 +136,13 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
         link("inter", plan.links->inter);
       });
     }
+    if (!plan.lengths.empty()) {
+      j.attributeArray("lengths", [&] {
+        for (double l : plan.lengths)
+          j.value(l);
+      });
+      j.attribute("reference_length", plan.referenceLength);
+    }
     j.attribute("simulated_makespan", plan.simulatedMakespan);
     j.attributeArray("simulated_busy", [&] {
       for (double b : plan.simulatedBusy)
@@ -537,6 +544,22 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
                          "objects with a finite \"latency\" >= 0 and "
                          "\"bandwidth\" > 0");
     plan.links = Problem::Links{static_cast<int>(node), *intra, *inter};
+  }
+  if (const json::Value *lengths = root->get("lengths")) {
+    const json::Array *a = lengths->getAsArray();
+    std::optional<double> reference = root->getNumber("reference_length");
+    if (!a || a->size() != static_cast<size_t>(plan.microbatches) ||
+        !reference || !std::isfinite(*reference) || *reference <= 0.0)
+      return reader.fail("lengths",
+                         "needs one length per microbatch and a finite "
+                         "\"reference_length\" > 0");
+    for (const json::Value &v : *a) {
+      std::optional<double> l = v.getAsNumber();
+      if (!l || !std::isfinite(*l) || *l <= 0.0)
+        return reader.fail("lengths", "every length must be finite and > 0");
+      plan.lengths.push_back(*l);
+    }
+    plan.referenceLength = *reference;
   }
   plan.simulatedMakespan = root->getNumber("simulated_makespan").value_or(0.0);
   if (const json::Array *busy = root->getArray("simulated_busy"))

@@ -166,6 +166,19 @@ TEST(Lengths, BuffersAreSizedPerMicrobatch) {
         bytes[decodeTag(op.buffer.tag).microbatch].insert(op.buffer.bytes);
   EXPECT_EQ(bytes[0], (std::set<int64_t>{500}));
   EXPECT_EQ(bytes[1], (std::set<int64_t>{1500}));
+
+  // The plan file carries the lengths; the reader checks them.
+  std::string text = writePlan(plan);
+  llvm::Expected<Plan> back = readPlan(text);
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->lengths, (std::vector<double>{1.0, 3.0}));
+  EXPECT_EQ(back->referenceLength, 2.0);
+  std::string bad = text;
+  bad.replace(bad.find("\"lengths\":[1,3]"), 15, "\"lengths\":[1,0]");
+  llvm::Expected<Plan> refused = readPlan(bad);
+  ASSERT_FALSE(!!refused);
+  EXPECT_EQ(llvm::toString(refused.takeError()),
+            "invalid plan: lengths: every length must be finite and > 0");
 }
 
 TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {

@@ -439,6 +439,12 @@ static int run(int rank) {
                                                                   op.action),
                           op.cost, *unit, seconds, kMaxDurationSeconds)));
       }
+  if (train && !plan->lengths.empty())
+    return fail(createStringError(
+        inconvertibleErrorCode(),
+        "training on microbatches of different lengths (lengths(...)) is "
+        "not built yet: the reference model runs one sequence length; "
+        "schedule, simulate and run the spec without --train"));
   if (Error err = checkMemory(*plan, backend == "mpi" ? rank : -1,
                               train ? &training : nullptr))
     return fail(std::move(err));
