@@ -125,6 +125,29 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
       (!std::isfinite(*problem.capacity) || *problem.capacity <= 0.0))
     return fail(fmt::format("capacity must be finite and positive, got {}",
                             *problem.capacity));
+  if (problem.hasLengths()) {
+    if (problem.lengths.size() != static_cast<size_t>(problem.microbatches))
+      return fail(fmt::format("lengths gives {} lengths for {} microbatches",
+                              problem.lengths.size(), problem.microbatches));
+    for (size_t m = 0; m < problem.lengths.size(); ++m)
+      if (!std::isfinite(problem.lengths[m]) || problem.lengths[m] <= 0.0)
+        return fail(fmt::format("lengths: microbatch {}'s length must be "
+                                "finite and positive, got {}",
+                                m, problem.lengths[m]));
+    if (!std::isfinite(problem.referenceLength) ||
+        problem.referenceLength <= 0.0)
+      return fail(fmt::format("the reference length must be finite and "
+                              "positive, got {}",
+                              problem.referenceLength));
+  }
+  for (const Stage &stage : problem.stages)
+    if (!isNonNegativeFinite(stage.scalingLinear) ||
+        !isNonNegativeFinite(stage.scalingQuadratic) ||
+        stage.scalingLinear + stage.scalingQuadratic <= 0.0)
+      return fail(fmt::format("stage @{}: scaling linear = {}, quadratic = {} "
+                              "must be finite and non-negative, not both 0",
+                              stage.name, stage.scalingLinear,
+                              stage.scalingQuadratic));
   if (problem.stages.empty())
     return fail("pipeline has no stages");
   if (problem.numStages() < problem.ranks)

@@ -69,6 +69,9 @@ struct PySchedule {
   std::string choice;
   double lowerBound = 0.0;
   double memoryAwareBound = 0.0;
+  /// auto with lengths: position k runs the problem's microbatch order[k]
+  /// (`problem` is already in this order); empty: as given.
+  std::vector<int> microbatchOrder;
   /// Set when the schedule came with explicit communication (a CSV with
   /// SEND_/RECV_ cells).
   std::optional<Program> program;
@@ -211,6 +214,10 @@ NB_MODULE(_core, m) {
       .def_rw("params", &Stage::params)
       .def_rw("selective", &Stage::selective)
       .def_rw("selective_cost", &Stage::selectiveCost)
+      .def_rw("scaling_linear", &Stage::scalingLinear,
+              "with Problem.lengths: costs grow as scaling_linear l + "
+              "scaling_quadratic l^2")
+      .def_rw("scaling_quadratic", &Stage::scalingQuadratic)
       .def("__repr__", [](const Stage &s) {
         return fmt::format("Stage(forward={}, backward_input={}, "
                            "backward_weight={}, activation={}, "
@@ -250,6 +257,10 @@ NB_MODULE(_core, m) {
       .def_rw("latency", &Problem::latency)
       .def_rw("stages", &Problem::stages)
       .def_rw("capacity", &Problem::capacity)
+      .def_rw("lengths", &Problem::lengths,
+              "each microbatch's sequence length (empty: all alike); the "
+              "stages' costs and memory are for reference_length")
+      .def_rw("reference_length", &Problem::referenceLength)
       .def("validate",
            [](const Problem &p) { check(validateProblem(p)); },
            "Raises ScheduleError unless the problem is well formed.")
@@ -268,6 +279,10 @@ NB_MODULE(_core, m) {
               "auto: the candidate that won")
       .def_ro("lower_bound", &PySchedule::lowerBound,
               "auto: no placement it considers ends sooner (memory ignored)")
+      .def_ro("microbatch_order", &PySchedule::microbatchOrder,
+              "auto with Problem.lengths: position k runs the problem's "
+              "microbatch microbatch_order[k] (schedule.problem is in this "
+              "order); empty: as given")
       .def_ro("memory_aware_bound", &PySchedule::memoryAwareBound,
               "auto: the bound that also honours the memory limit")
       .def_prop_ro("makespan",
@@ -405,7 +420,10 @@ NB_MODULE(_core, m) {
           }
           result = std::move(*found);
         }
+        if (!result.microbatchOrder.empty())
+          p = reorderedMicrobatches(p, result.microbatchOrder);
         PySchedule out = finish(std::move(p), std::move(result.schedule), kind);
+        out.microbatchOrder = result.microbatchOrder;
         out.choice = result.choice;
         out.lowerBound = result.lowerBound;
         out.memoryAwareBound = result.memoryAwareBound;

@@ -44,6 +44,9 @@ def to_mlir(problem: Problem) -> str:
             f"latency({_number(problem.latency)})")
     if problem.capacity is not None:
         head += f" capacity({_number(problem.capacity)})"
+    if problem.lengths:
+        head += (" lengths(" + ", ".join(_number(l) for l in problem.lengths)
+                 + f") reference_length({_number(problem.reference_length)})")
     head += " {"
     lines = [head]
     for k, s in enumerate(problem.stages):
@@ -68,6 +71,9 @@ def to_mlir(problem: Problem) -> str:
         line += f" cost({cost}) memory({memory})"
         if s.params:
             line += f" params({_number(s.params)})"
+        if s.scaling_linear != 1.0 or s.scaling_quadratic != 0.0:
+            line += (f" scaling(linear = {_number(s.scaling_linear)}, "
+                     f"quadratic = {_number(s.scaling_quadratic)})")
         lines.append(line)
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -200,3 +200,49 @@ def test_capacity_and_recomputation_from_python(tmp_path):
     none = [["none"] * 4, ["none"] * 4]
     with pytest.raises(sc.ScheduleError, match="above its capacity"):
         fitted.with_recompute(none)
+
+
+def test_microbatches_of_different_lengths(tmp_path):
+    # Lengths 1 and 3 around the reference 2: microbatch 0 costs half the
+    # stage's figures, microbatch 1 one and a half (GPipe: 10.5, as in
+    # test/passes/pipe-simulate-lengths.mlir).
+    stages = [sc.Stage(activation=2.0, weight_grad=2.0, name=f"s{k}")
+              for k in range(2)]
+    p = sc.Problem(ranks=2, microbatches=2, stages=stages)
+    p.lengths = [1.0, 3.0]
+    p.reference_length = 2.0
+    s = sc.schedule(p, kind="gpipe")
+    assert s.makespan == pytest.approx(10.5)
+    assert s.peak_memory[0] == pytest.approx(4.0)
+    # Quadratic scaling: (l + l^2) / (2 + 4) on the second stage.
+    p.stages[1].scaling_quadratic = 1.0
+    assert sc.schedule(p, kind="gpipe").makespan > 10.5
+    # The spec keeps the lengths and the scaling.
+    path = tmp_path / "lengths.mlir"
+    path.write_text(p.to_mlir())
+    loaded = sc.load(str(path))
+    assert loaded.lengths == [1.0, 3.0]
+    assert loaded.reference_length == 2.0
+    assert loaded.stages[1].scaling_quadratic == 1.0
+    with pytest.raises(sc.ScheduleError, match="lengths gives 1 lengths for 2 "
+                       "microbatches"):
+        bad = sc.Problem(ranks=2, microbatches=2, stages=stages)
+        bad.lengths = [1.0]
+        bad.validate()
+
+
+def test_auto_may_reorder_microbatches():
+    # One long microbatch among short ones (test/passes/Inputs/long-tail.mlir):
+    # auto runs them in another order, says which, and its problem is in
+    # that order.
+    lengths = [512, 512, 8192, 512, 1024, 512, 2048, 512]
+    p = sc.Problem(ranks=4, microbatches=8, latency=0.02,
+                   stages=[sc.Stage(activation=1.0, weight_grad=0.5)
+                           for _ in range(4)])
+    p.lengths = [float(l) for l in lengths]
+    p.reference_length = 1024.0
+    given = sc.schedule(p, kind="zb-h1")
+    s = sc.schedule(p, kind="auto", time_limit=1.0, memory_limit=14.0)
+    assert sorted(s.microbatch_order) == list(range(8))
+    assert s.problem.lengths == [float(lengths[k]) for k in s.microbatch_order]
+    assert s.makespan < given.makespan
