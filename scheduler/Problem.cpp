@@ -140,6 +140,20 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
                               "positive, got {}",
                               problem.referenceLength));
   }
+  // Every microbatch's factors must be finite numbers: an overflowing
+  // length^2 would make costs infinite or NaN.
+  if (problem.hasLengths() &&
+      problem.lengths.size() == static_cast<size_t>(problem.microbatches))
+    for (int s = 0; s < problem.numStages(); ++s)
+      for (int m = 0; m < problem.microbatches; ++m) {
+        double c = problem.costScale(s, m), k = problem.memoryScale(m);
+        if (!std::isfinite(c) || !std::isfinite(k) || c < 0.0)
+          return fail(fmt::format(
+              "stage @{}: microbatch {} (length {}, reference {}) scales its "
+              "costs by {} and its memory by {}; both must be finite",
+              problem.stages[s].name, m, problem.lengths[m],
+              problem.referenceLength, c, k));
+      }
   for (const Stage &stage : problem.stages)
     if (!isNonNegativeFinite(stage.scalingLinear) ||
         !isNonNegativeFinite(stage.scalingQuadratic) ||

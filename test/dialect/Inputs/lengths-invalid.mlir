@@ -59,3 +59,12 @@ pipe.pipeline @p ranks(1) microbatches(2) lengths(1.0, 2.0) {
   // expected-error @below {{unknown scaling 'cubic'; expected one of: linear, quadratic}}
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) scaling(cubic = 1.0)
 }
+
+// -----
+
+// Tests that a length whose square overflows is refused, not turned into
+// infinite or NaN costs.
+// expected-error @below {{'pipe.pipeline' op stage @s0: microbatch 0 (length 1e+300, reference 5e+299) scales its costs by}}
+pipe.pipeline @p ranks(1) microbatches(2) lengths(1.0e300, 1.0) {
+  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) scaling(quadratic = 1.0)
+}
