@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <optional>
 
@@ -189,7 +190,6 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
     if (llvm::find(orders, *o) == orders.end())
       orders.push_back(*o);
   KindRequest each = request;
-  each.timeLimit = request.timeLimit / static_cast<double>(orders.size());
   if (each.memoryLimit <= 0.0 && !problem.hasCapacity()) {
     llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
     if (!peaks)
@@ -198,7 +198,19 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
   }
   std::optional<KindResult> best;
   std::optional<llvm::Error> firstError;
-  for (const std::vector<int> &order : orders) {
+  // Each order gets an equal share of what is left, so that one running
+  // over its share shortens the next; once the time is spent, the orders
+  // left are skipped (the first always runs).
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const std::vector<int> &order = orders[i];
+    double left = request.timeLimit -
+                  std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+    if (i > 0 && best && left <= 0.0)
+      break;
+    each.timeLimit = std::max(left, 1e-6) / static_cast<double>(orders.size() - i);
     // A start runs the problem's microbatches: relabel them by position.
     KindRequest here = each;
     std::vector<int> position(m);

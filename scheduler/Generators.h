@@ -177,8 +177,8 @@ Problem reorderedMicrobatches(const Problem &problem,
 /// The schedule of \p problem for \p request, with its recomputation
 /// planned. With `lengths`, auto also chooses the microbatch order: as
 /// given, longest first, shortest first, and longest and shortest
-/// alternating, each searched for a quarter of the time limit under the
-/// same memory limit (default: 1F1B's highest peak with the order as
+/// alternating, each searched for an equal share of the time left (orders
+/// the time does not reach are skipped) under the same memory limit (default: 1F1B's highest peak with the order as
 /// given). unknown kinds, bad options, a fixed kind over its memory limit
 /// and a plan over the pipeline's capacity fail with a message. With a
 /// capacity, auto searches kind x recomputation: its own search (at its
