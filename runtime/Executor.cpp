@@ -11,13 +11,16 @@
 #include "runtime/Checkpoint.h"
 #include "scheduler/Recompute.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <csignal>
 #ifdef __linux__
@@ -188,6 +191,9 @@ llvm::Error stagecraft::runtime::trainSteps(
   }
   if (hooks.firstStep)
     *hooks.firstStep = first;
+  // A straggler stops the run at the checkpoint (every rank is told in the
+  // barrier, so all stop after the same step).
+  bool stop = false;
   auto checkpoint = [&](int done) -> llvm::Error {
     if (train.checkpointDir.empty() || train.checkpointEvery <= 0 ||
         (done % train.checkpointEvery != 0 && done != train.steps))
@@ -198,9 +204,13 @@ llvm::Error stagecraft::runtime::trainSteps(
     if (hooks.atCheckpoint)
       if (llvm::Error err = hooks.atCheckpoint(done))
         return err;
-    if (hooks.barrier)
-      if (llvm::Error err = hooks.barrier())
-        return err;
+    if (hooks.barrier) {
+      llvm::Expected<bool> halt = hooks.barrier(done);
+      if (!halt)
+        return halt.takeError();
+      // The last step's checkpoint ends the run anyway.
+      stop = *halt && done < train.steps;
+    }
     if (hooks.rank != 0)
       return llvm::Error::success();
     return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
@@ -255,6 +265,11 @@ llvm::Error stagecraft::runtime::trainSteps(
       model->step(train.optimizer);
     if (llvm::Error err = checkpoint(step + 1))
       return err;
+    if (stop) {
+      if (hooks.stoppedAt)
+        *hooks.stoppedAt = step + 1;
+      return llvm::Error::success();
+    }
   }
   return dumpAll(train.dumpWeights, false);
 }
@@ -336,6 +351,59 @@ llvm::Error stagecraft::runtime::runLayerCompute(
                                    "attention tasks need a helix plan");
   }
   return llvm::Error::success();
+}
+
+std::vector<Straggler>
+stagecraft::runtime::findStragglers(const std::vector<std::vector<double>> &rates,
+                                    double threshold, int done) {
+  std::vector<Straggler> found;
+  const size_t p = rates.size();
+  if (p < 2)
+    return found;
+  const size_t k = rates[0].size();
+  std::vector<std::vector<double>> ratios(p);
+  for (size_t i = 0; i < k; ++i) {
+    std::vector<double> step;
+    for (const std::vector<double> &r : rates)
+      step.push_back(r[i]);
+    if (llvm::any_of(step, [](double v) { return !std::isfinite(v); }))
+      return found;
+    std::vector<double> sorted = step;
+    std::sort(sorted.begin(), sorted.end());
+    double reference = sorted[(p - 1) / 2];
+    if (!(reference > 0.0))
+      return found;
+    for (size_t r = 0; r < p; ++r)
+      ratios[r].push_back(step[r] / reference);
+  }
+  for (size_t r = 0; r < p; ++r) {
+    if (llvm::any_of(ratios[r], [&](double q) { return !(q > threshold); }))
+      continue;
+    std::vector<double> sorted = ratios[r];
+    std::sort(sorted.begin(), sorted.end());
+    Straggler s;
+    s.rank = static_cast<int>(r);
+    s.ratio = sorted[(k - 1) / 2];
+    s.speedFactor = 1.0 / s.ratio;
+    s.firstStep = done - static_cast<int>(k);
+    s.lastStep = done - 1;
+    found.push_back(s);
+  }
+  return found;
+}
+
+std::string stagecraft::runtime::describeStraggler(const Straggler &s,
+                                                   int stoppedAt,
+                                                   llvm::ArrayRef<int> identity) {
+  std::string who = fmt::format("rank {}", s.rank);
+  if (s.rank < static_cast<int>(identity.size()) && identity[s.rank] != s.rank)
+    who += fmt::format(" (rank {} of the first attempt)", identity[s.rank]);
+  return fmt::format(
+      "{}{} computed {:.2f}x as long per simulated unit as the reference "
+      "rank (the lower median) in steps {}-{}; its measured speed is {:.4g} "
+      "of the planned one; stopped at the checkpoint of step {} to re-plan",
+      kStragglerPrefix, who, s.ratio, s.firstStep, s.lastStep, s.speedFactor,
+      stoppedAt);
 }
 
 namespace {
@@ -488,39 +556,71 @@ private:
   }
 
   /// Returns once every rank has called it (a checkpoint's parts are all
-  /// written): a token to rank 0 from each rank, then one back. Each
-  /// channel's earlier messages of the step are already consumed, so the
-  /// tokens match in order.
-  llvm::Error barrier() {
+  /// written): a message to rank 0 from each rank, then one back. Each
+  /// channel's earlier messages of the step are already consumed, so they
+  /// match in order. Watching for stragglers, each rank's message holds its
+  /// compute seconds per simulated unit in the last steps, and rank 0's
+  /// answer says whether to stop here (true) to re-plan.
+  llvm::Expected<bool> barrier(int done) {
+    const TrainOptions &t = *options.train;
     const int p = plan.numRanks();
-    char token = 0;
-    std::vector<char> tokens(p, 0);
     const std::string what = "the checkpoint barrier";
+    const bool watch = t.stragglerThreshold > 0.0;
+    const int k = watch ? t.stragglerSteps : 0;
+    // The last k steps' rates, NaN for steps not run in this attempt.
+    std::vector<double> mine(std::max(k, 1),
+                             std::numeric_limits<double>::quiet_NaN());
+    for (int i = 0; i < k; ++i) {
+      int at = static_cast<int>(stepRates.size()) - k + i;
+      if (at >= 0)
+        mine[i] = stepRates[at];
+    }
+    const size_t bytes = watch ? sizeof(double) * k : 1;
+    char decision = 0;
     if (rank != 0) {
       Request send, recv;
-      if (llvm::Error err = comm.isend(0, &token, 1, send))
-        return err;
+      if (llvm::Error err = comm.isend(0, mine.data(), bytes, send))
+        return std::move(err);
       if (llvm::Error err = await(0, send, what))
-        return err;
-      if (llvm::Error err = comm.irecv(0, &token, 1, recv))
-        return err;
-      return await(0, recv, what);
+        return std::move(err);
+      if (llvm::Error err = comm.irecv(0, &decision, 1, recv))
+        return std::move(err);
+      if (llvm::Error err = await(0, recv, what))
+        return std::move(err);
+      return decision != 0;
     }
+    std::vector<std::vector<double>> rates(p, mine);
     for (int r = 1; r < p; ++r) {
       Request recv;
-      if (llvm::Error err = comm.irecv(r, &tokens[r], 1, recv))
-        return err;
+      if (llvm::Error err = comm.irecv(r, rates[r].data(), bytes, recv))
+        return std::move(err);
       if (llvm::Error err = await(0, recv, what))
-        return err;
+        return std::move(err);
+    }
+    if (watch) {
+      result.stragglers = findStragglers(rates, t.stragglerThreshold, done);
+      decision = result.stragglers.empty() ? 0 : 1;
     }
     for (int r = 1; r < p; ++r) {
       Request send;
-      if (llvm::Error err = comm.isend(r, &token, 1, send))
-        return err;
+      if (llvm::Error err = comm.isend(r, &decision, 1, send))
+        return std::move(err);
       if (llvm::Error err = await(0, send, what))
-        return err;
+        return std::move(err);
     }
-    return llvm::Error::success();
+    return decision != 0;
+  }
+
+  /// This rank's number in the first attempt.
+  int identity() const {
+    const std::vector<int> &id = options.train->identity;
+    return rank < static_cast<int>(id.size()) ? id[rank] : rank;
+  }
+  /// Whether --inject-slowdown slows this rank's computes now.
+  bool slowed() const {
+    const TrainOptions &t = *options.train;
+    return t.slowRank >= 0 && identity() == t.slowRank &&
+           currentStep >= t.slowStep && t.slowFactor > 1.0;
   }
 
   /// Waits for \p request; the hang report names \p what.
@@ -653,6 +753,8 @@ private:
   int computes = 0;
   /// Training: the step running.
   int currentStep = 0;
+  /// Training: the compute seconds per simulated unit of each step run.
+  std::vector<double> stepRates;
   /// Training: this rank's model pieces, and the attention of each layer
   /// that runs here (created when first needed).
   RankModels models;
@@ -680,17 +782,35 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
     models = std::move(*built);
+    // The simulated compute of one step here, in units.
+    double units = 0.0;
+    for (const sched::PlanOp &op : ops)
+      if (op.kind == sched::PlanOp::Kind::Compute)
+        units += op.cost;
     TrainHooks hooks;
     hooks.firstStep = &result.firstStep;
     hooks.rank = rank;
     hooks.ranks = plan.numRanks();
-    hooks.barrier = [&] { return barrier(); };
+    hooks.barrier = [&](int done) { return barrier(done); };
+    hooks.stoppedAt = &result.stoppedAt;
     hooks.atStep = [&](int step) { return atStep(step); };
     hooks.atCheckpoint = [&](int done) { return atCheckpoint(done); };
     hooks.resumeSeconds = &result.resumeSeconds;
     if (llvm::Error err = trainSteps(
-            plan, models, train, [&] { return runStream(); }, result.losses,
-            hooks))
+            plan, models, train,
+            [&]() -> llvm::Error {
+              double before = result.busy;
+              if (llvm::Error err = runStream())
+                return err;
+              // An attempt's first step warms up (allocation, caches): not
+              // judged.
+              stepRates.push_back(
+                  stepRates.empty() || !(units > 0.0)
+                      ? std::numeric_limits<double>::quiet_NaN()
+                      : (result.busy - before) / units);
+              return llvm::Error::success();
+            },
+            result.losses, hooks))
       return std::move(err);
     if (models.metered)
       result.activationPeak = models.meter->peak;
@@ -780,6 +900,12 @@ llvm::Error RankRunner::runStream() {
       if (options.train) {
         if (llvm::Error err = train(at, op))
           return err;
+        if (slowed())
+          if (llvm::Error err = sleepFor(
+                  at, who + " (injected slowdown)",
+                  (options.train->slowFactor - 1.0) * (now() - begin) /
+                      options.timeUnit))
+            return err;
       } else if (llvm::Error err = sleepFor(at, who, op.cost)) {
         return err;
       }
@@ -906,5 +1032,28 @@ llvm::Error stagecraft::runtime::parseInjectedFailure(llvm::StringRef text,
   train.injectRank = r;
   train.injectStep = st;
   train.inject = mode;
+  return llvm::Error::success();
+}
+
+llvm::Error stagecraft::runtime::parseInjectedSlowdown(llvm::StringRef text,
+                                                       TrainOptions &train) {
+  llvm::SmallVector<llvm::StringRef, 3> parts;
+  text.split(parts, ':');
+  int r = -1, st = -1;
+  double factor = 0.0;
+  bool ok = parts.size() == 3 && !parts[0].getAsInteger(10, r) && r >= 0 &&
+            !parts[1].getAsInteger(10, st) && st >= 0 &&
+            !parts[2].getAsDouble(factor) && std::isfinite(factor) &&
+            factor >= 1.0 && factor <= 1000.0;
+  if (!ok)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--inject-slowdown=" + text.str() +
+            ": expected RANK:STEP:FACTOR with RANK and STEP >= 0 and FACTOR "
+            "in [1, 1000] (each compute of the rank takes FACTOR times as "
+            "long from step STEP)");
+  train.slowRank = r;
+  train.slowStep = st;
+  train.slowFactor = factor;
   return llvm::Error::success();
 }

@@ -61,7 +61,60 @@ struct TrainOptions {
   /// (seconds since the epoch) into this file first, so that a supervisor
   /// can tell how long detecting it took; empty: none.
   std::string failureStamp;
+  /// Stragglers (--straggler-threshold): at each checkpoint, a rank whose
+  /// measured compute time per simulated unit exceeded the reference rank's
+  /// (the lower median over ranks) by more than this factor in each of the
+  /// last `stragglerSteps` steps stops the run there, so that it is
+  /// re-planned with that rank's measured speed; 0: off.
+  double stragglerThreshold = 0.0;
+  int stragglerSteps = 3;
+  /// Fault injection for tests (--inject-slowdown=RANK:STEP:FACTOR): from
+  /// step `slowStep`, every compute of rank `slowRank` (numbered as in the
+  /// first attempt, see `identity`) takes `slowFactor` times as long.
+  /// Negative rank: none.
+  int slowRank = -1, slowStep = 0;
+  double slowFactor = 1.0;
+  /// The first attempt's number of each rank (--survivors); empty: the
+  /// ranks are their own numbers.
+  std::vector<int> identity;
 };
+
+/// Parses --inject-slowdown's RANK:STEP:FACTOR into \p train.
+llvm::Error parseInjectedSlowdown(llvm::StringRef text, TrainOptions &train);
+
+/// A rank found straggling at a checkpoint (TrainOptions::stragglerThreshold).
+struct Straggler {
+  int rank = 0;
+  /// Its measured time per simulated unit over the reference rank's, the
+  /// median of the steps that flagged it.
+  double ratio = 1.0;
+  /// The speed it showed, as a factor of the speed it was planned with
+  /// (1 / ratio): the supervisor re-plans with it.
+  double speedFactor = 1.0;
+  /// The steps that flagged it, first and last.
+  int firstStep = 0, lastStep = 0;
+};
+
+/// The ranks whose compute seconds per simulated unit (\p rates[r][i], the
+/// last steps before the checkpoint after \p done steps, oldest first;
+/// NaN: not judged) exceed the reference, the lower median over ranks, by
+/// more than \p threshold in every one of those steps. None when a step is
+/// not judged on some rank.
+std::vector<Straggler>
+findStragglers(const std::vector<std::vector<double>> &rates, double threshold,
+               int done);
+
+/// Exit status of stagecraft-run when training stopped at a checkpoint
+/// because a rank straggles: re-plan with the measured speeds it printed
+/// (`--speed-factors`) and resume.
+constexpr int kExitStraggler = 76;
+/// Every line naming a straggler starts with this.
+constexpr const char *kStragglerPrefix = "straggler: ";
+
+/// The straggler line: "straggler: rank R (...) ran X.XXx ...; its measured
+/// speed is F of the planned one; ..." (what the supervisor reads back).
+std::string describeStraggler(const Straggler &s, int stoppedAt,
+                              llvm::ArrayRef<int> identity);
 
 /// Parses --inject-failure's RANK:STEP[:kill|hang|checkpoint] into \p train.
 llvm::Error parseInjectedFailure(llvm::StringRef text, TrainOptions &train);
@@ -114,6 +167,11 @@ struct RankResult {
   /// Training with layer-wise host stages: the most activation bytes the
   /// rank's stages held at once (kernels::ActivationBytes); -1 otherwise.
   int64_t activationPeak = -1;
+  /// Training stopped early at the checkpoint after this many steps
+  /// because of stragglers (-1: it ran every step).
+  int stoppedAt = -1;
+  /// Rank 0: the stragglers that stopped it.
+  std::vector<Straggler> stragglers;
 };
 
 /// Training: per rank, the activation peak in bytes that \p plan's order
@@ -171,8 +229,11 @@ struct TrainHooks {
   int *firstStep = nullptr;
   /// This process's rank, of `ranks`, among the checkpoint writers.
   int rank = 0, ranks = 1;
-  /// Returns once every writer has written its part (none: one writer).
-  std::function<llvm::Error()> barrier;
+  /// Returns once every writer has written its part (none: one writer):
+  /// true when the run is to stop at this checkpoint (a straggler).
+  std::function<llvm::Expected<bool>(int done)> barrier;
+  /// Set to the steps done when training stopped early (stragglers).
+  int *stoppedAt = nullptr;
   /// Called at the start of each step (may be empty).
   std::function<llvm::Error(int step)> atStep;
   /// Called once this writer's part of the checkpoint after \p done steps

@@ -27,11 +27,15 @@ using namespace stagecraft::pipe;
 
 static void finish(RunReport &report) {
   report.wall = 0.0;
-  if (!report.ranks.empty())
+  if (!report.ranks.empty()) {
     report.firstStep = report.ranks.front().firstStep;
+    report.stoppedAt = report.ranks.front().stoppedAt;
+  }
   for (const RankResult &r : report.ranks) {
     report.wall = std::max(report.wall, r.wall);
     report.resumeSeconds = std::max(report.resumeSeconds, r.resumeSeconds);
+    report.stragglers.insert(report.stragglers.end(), r.stragglers.begin(),
+                             r.stragglers.end());
     if (report.losses.size() < r.losses.size())
       report.losses.resize(r.losses.size(), 0.0);
     // Only the rank of the last stage reports a non-zero loss.
@@ -223,6 +227,7 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
              MPI_COMM_WORLD);
   RunReport report;
   if (rank != 0) {
+    report.stoppedAt = mine.stoppedAt;
     report.ranks.push_back(std::move(mine));
     return report;
   }
@@ -237,6 +242,9 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
     rr.activationPeak = static_cast<int64_t>(all[kFigures * r + 5]);
     rr.firstStep = mine.firstStep; // the same checkpoint on every rank
     rr.resumeSeconds = mine.resumeSeconds;
+    rr.stoppedAt = mine.stoppedAt; // every rank is told the same
+    if (r == 0)
+      rr.stragglers = mine.stragglers;
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
       rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
                             actions[k + 2]});
@@ -260,7 +268,10 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   // the totals on one line of their own.
   // Steps run: a resumed run starts at its checkpoint's step.
   const int steps =
-      train ? std::max(1, options.exec.train->steps - report.firstStep) : 1;
+      train ? std::max(1, (report.stoppedAt >= 0 ? report.stoppedAt
+                                                 : options.exec.train->steps) -
+                              report.firstStep)
+            : 1;
   const double wallMs = report.wall * 1e3;
   std::string out;
   if (sequential)
@@ -353,6 +364,11 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                          static_cast<int>(k) < report.firstStep
                              ? " (before the checkpoint resumed from)"
                              : "");
+    if (report.stoppedAt >= 0)
+      out += fmt::format("stopped at the checkpoint of step {} of {}: a rank "
+                         "straggles (--straggler-threshold; its line is on "
+                         "stderr)\n",
+                         report.stoppedAt, t.steps);
     double tokens = static_cast<double>(steps) * plan.microbatches *
                     t.model.tokens();
     out += fmt::format("trained {} steps x {} microbatches x {} tokens in "

@@ -42,6 +42,10 @@ struct RunReport {
   /// Resumed: the longest any rank took to load and restore the checkpoint
   /// (negative: not resumed).
   double resumeSeconds = -1.0;
+  /// Training stopped at the checkpoint after this many steps because of
+  /// `stragglers` (-1: every step ran).
+  int stoppedAt = -1;
+  std::vector<Straggler> stragglers;
 };
 
 /// Runs all ranks as threads of this process.

@@ -25,6 +25,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
+#include <cmath>
 #include <fmt/format.h>
 
 using namespace mlir;
@@ -57,6 +58,74 @@ stagecraft::pipe::compileSpecFile(llvm::StringRef path,
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  llvm::toString(plan.takeError()) + ": " +
                                      errors);
+}
+
+/// Multiplies rank r's device speed by \p factors[r] in every pipeline of
+/// \p module: a rank whose factor is not 1 gets a device of its own (its
+/// old device's memory, the speed scaled); a pipeline without devices(...)
+/// gets them. Errors are emitted at the pipeline.
+static LogicalResult applySpeedFactors(ModuleOp module,
+                                       llvm::ArrayRef<double> factors) {
+  for (PipelineOp pipeline : module.getOps<PipelineOp>()) {
+    const int64_t ranks = pipeline.getRanks();
+    if (static_cast<int64_t>(factors.size()) != ranks) {
+      pipeline.emitError() << "--speed-factors gives " << factors.size()
+                           << " factors; pipeline @" << pipeline.getSymName()
+                           << " runs on " << ranks << " ranks";
+      return failure();
+    }
+    for (double f : factors)
+      if (!std::isfinite(f) || f <= 0.0 || f > 1e6) {
+        pipeline.emitError() << "--speed-factors: " << fmt::format("{}", f)
+                             << " is not a speed factor (finite, above 0)";
+        return failure();
+      }
+    if (llvm::all_of(factors, [](double f) { return f == 1.0; }))
+      continue;
+    ArrayAttr devices = pipeline.getDevicesAttr();
+    Block &body = pipeline.getBody().front();
+    OpBuilder b(&body, body.begin());
+    mlir::SymbolTable symbols(pipeline);
+    // A fresh device: speed and memory, under a name not yet taken.
+    auto addDevice = [&](llvm::StringRef base, double speed,
+                         FloatAttr memory) -> Attribute {
+      std::string name = base.str();
+      for (int k = 1; symbols.lookup(name); ++k)
+        name = fmt::format("{}_{}", base.str(), k);
+      auto op = b.create<DeviceOp>(pipeline.getLoc(), b.getStringAttr(name),
+                                   b.getF64FloatAttr(speed), memory);
+      symbols.insert(op);
+      return FlatSymbolRefAttr::get(op.getSymNameAttr());
+    };
+    Attribute plain;
+    SmallVector<Attribute> kept;
+    for (int64_t r = 0; r < ranks; ++r) {
+      double speed = 1.0;
+      FloatAttr memory;
+      std::string base = "device";
+      if (devices) {
+        auto ref = cast<FlatSymbolRefAttr>(devices[r]);
+        auto device = cast<DeviceOp>(
+            mlir::SymbolTable::lookupSymbolIn(pipeline, ref.getAttr()));
+        speed = device.getSpeed().convertToDouble();
+        memory = device.getMemoryAttr();
+        base = device.getSymName().str();
+        if (factors[r] == 1.0) {
+          kept.push_back(ref);
+          continue;
+        }
+      } else if (factors[r] == 1.0) {
+        if (!plain)
+          plain = addDevice("device", 1.0, FloatAttr());
+        kept.push_back(plain);
+        continue;
+      }
+      kept.push_back(addDevice(fmt::format("{}_rank{}_measured", base, r),
+                               speed * factors[r], memory));
+    }
+    pipeline.setDevicesAttr(ArrayAttr::get(module.getContext(), kept));
+  }
+  return success();
 }
 
 llvm::Expected<sched::Plan>
@@ -98,6 +167,12 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
     }
     if (failed(mlir::verify(module)))
       return fail(fmt::format("does not verify on {} ranks", options.ranks));
+  }
+  if (!options.speedFactors.empty()) {
+    if (failed(applySpeedFactors(module, options.speedFactors)))
+      return fail("cannot apply --speed-factors");
+    if (failed(mlir::verify(module)))
+      return fail("does not verify with --speed-factors");
   }
   if (!options.kind.empty()) {
     PassManager pm(context);

@@ -32,6 +32,9 @@ struct CompileOptions {
   /// pipeline with devices(...) keeps the survivors' devices; needed there,
   /// ignored without devices.
   std::vector<int> survivors;
+  /// One factor per rank (after `ranks` and `survivors`) multiplying its
+  /// device's speed (a straggler's measured speed); empty: none.
+  std::vector<double> speedFactors;
   double timeLimit = 10.0;
   /// Which schedule, when the file holds several.
   std::string scheduleName;

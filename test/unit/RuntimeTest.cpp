@@ -15,6 +15,8 @@
 #include "scheduler/Plan.h"
 #include "scheduler/Program.h"
 
+#include <limits>
+
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;
 using namespace stagecraft::runtime;
@@ -110,3 +112,52 @@ TEST(Runtime, WatchdogStopsAHang) {
 }
 
 } // namespace
+
+// Stragglers: over rank counts, step windows and slow-rank sets, a rank is
+// flagged exactly when its time per unit exceeds the lower median's by more
+// than the threshold in every step of the window (noise below it on the
+// other ranks), and its speed factor is the inverse of its median ratio.
+TEST(Stragglers, FlaggedExactlyWhenSlowInEveryStep) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int p = 2; p <= 9; ++p)
+    for (int k = 1; k <= 4; ++k)
+      for (int slow = 0; slow < p; ++slow)
+        for (double factor : {1.2, 3.0}) {
+          // Every rank at 1 +- 10 %, the slow one at `factor` in each step
+          // but, in the second case, one.
+          for (bool everyStep : {true, false}) {
+            std::vector<std::vector<double>> rates(p);
+            for (int r = 0; r < p; ++r)
+              for (int i = 0; i < k; ++i)
+                rates[r].push_back(1.0 + 0.1 * (((r + i) % 3) - 1));
+            for (int i = 0; i < k; ++i)
+              if (everyStep || i != k - 1)
+                rates[slow][i] *= factor;
+            std::vector<Straggler> found = findStragglers(rates, 1.5, 10);
+            // 1.2 x 1.1 / 0.9 stays below 1.5; 3 x 0.9 / 1.1 stays above.
+            bool expected = factor == 3.0 && everyStep;
+            ASSERT_EQ(found.size(), expected ? 1u : 0u)
+                << "p=" << p << " k=" << k << " slow=" << slow
+                << " factor=" << factor << " every=" << everyStep;
+            if (!expected)
+              continue;
+            EXPECT_EQ(found[0].rank, slow);
+            EXPECT_EQ(found[0].firstStep, 10 - k);
+            EXPECT_EQ(found[0].lastStep, 9);
+            EXPECT_NEAR(found[0].speedFactor * found[0].ratio, 1.0, 1e-12);
+            EXPECT_GT(found[0].ratio, 2.4);
+            EXPECT_LT(found[0].ratio, 3.7);
+          }
+        }
+  // A step not judged on one rank (an attempt's first): nobody is flagged.
+  std::vector<std::vector<double>> rates = {{1.0, 1.0}, {nan, 5.0}, {1.0, 1.0}};
+  EXPECT_TRUE(findStragglers(rates, 1.5, 2).empty());
+  // The lower median is the reference: with 2 of 4 ranks slow, both are
+  // flagged; with 3 of 4 the reference is a slow one and none is.
+  std::vector<std::vector<double>> half = {{1.0}, {3.0}, {1.0}, {3.0}};
+  EXPECT_EQ(findStragglers(half, 1.5, 1).size(), 2u);
+  std::vector<std::vector<double>> most = {{1.0}, {3.0}, {3.0}, {3.0}};
+  EXPECT_TRUE(findStragglers(most, 1.5, 1).empty());
+  // One rank: no other to compare with.
+  EXPECT_TRUE(findStragglers({{9.0}}, 1.5, 1).empty());
+}

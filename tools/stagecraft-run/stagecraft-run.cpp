@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -193,7 +194,36 @@ static cl::opt<std::string> injectFailure(
              "taken after STEP steps (checkpoint); the run then exits with "
              "status 75 (a lost rank). With --elastic, a comma-separated "
              "list: the k-th failure goes to the k-th attempt (its RANK "
-             "counts that attempt's ranks)"));
+             "counts that attempt's ranks; none: no failure in that "
+             "attempt)"));
+static cl::opt<double> stragglerThreshold(
+    "straggler-threshold", cl::init(0.0), cl::cat(trainCategory),
+    cl::desc("with --train and --checkpoint-dir: at each checkpoint, stop "
+             "(exit 76) when a rank's measured compute time per simulated "
+             "unit exceeded the reference rank's (the lower median over "
+             "ranks) by more than this factor, e.g. 1.5, in each of the last "
+             "--straggler-steps steps, printing its measured speed; "
+             "--elastic then re-plans with it (--speed-factors) and resumes. "
+             "Default 0: off"));
+static cl::opt<int> stragglerSteps(
+    "straggler-steps", cl::init(3), cl::cat(trainCategory),
+    cl::desc("with --straggler-threshold: how many steps in a row a rank "
+             "must be that slow (default 3)"));
+static cl::list<double> speedFactors(
+    "speed-factors", cl::CommaSeparated, cl::cat(runCategory),
+    cl::desc("with a spec: one factor per rank (of --ranks, in --survivors' "
+             "order) multiplying its device's speed, e.g. 1,0.4,1,1 for a "
+             "rank measured at 40 %; the spec is planned for those speeds "
+             "(--elastic passes the speeds stragglers showed)"));
+static cl::opt<std::string> injectSlowdown(
+    "inject-slowdown", cl::cat(trainCategory),
+    cl::desc("testing: RANK:STEP:FACTOR: from training step STEP, every "
+             "compute of RANK (numbered as in the first --elastic attempt) "
+             "takes FACTOR times as long, like a slow device"));
+static cl::opt<int> maxReplans(
+    "max-replans", cl::init(3), cl::cat(trainCategory),
+    cl::desc("with --elastic and --straggler-threshold: give up re-planning "
+             "for stragglers after this many times and run on (default 3)"));
 static cl::opt<std::string> failureStamp(
     "failure-stamp", cl::Hidden, cl::cat(trainCategory),
     cl::desc("testing: the injected failure writes the time it fired "
@@ -269,6 +299,7 @@ static stagecraft::pipe::CompileOptions compileOptions() {
   options.ranks = ranksOverride;
   options.partitionStages = partitionStages;
   options.survivors.assign(survivorsOption.begin(), survivorsOption.end());
+  options.speedFactors.assign(speedFactors.begin(), speedFactors.end());
   return options;
 }
 
@@ -341,6 +372,36 @@ static int run(int rank) {
             "--inject-failure=" + injectFailure +
                 ": a failure while checkpointing needs --checkpoint-dir"));
       training.failureStamp = failureStamp;
+    }
+    if (!injectSlowdown.empty()) {
+      if (Error err = stagecraft::runtime::parseInjectedSlowdown(injectSlowdown,
+                                                                 training))
+        return fail(std::move(err));
+      if (reference || backend == "cuda")
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            "--inject-slowdown runs on the local and mpi backends"));
+    }
+    training.identity.assign(survivorsOption.begin(), survivorsOption.end());
+    if (stragglerThreshold != 0.0 || stragglerThreshold.getNumOccurrences()) {
+      if (!(stragglerThreshold > 1.0) || !std::isfinite(stragglerThreshold))
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            fmt::format("--straggler-threshold={} must be above 1 (a factor "
+                        "over the reference rank's time per unit)",
+                        double(stragglerThreshold))));
+      if (stragglerSteps < 1)
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            fmt::format("--straggler-steps={} must be at least 1",
+                        int(stragglerSteps))));
+      if (checkpointDir.empty() || reference || backend == "cuda")
+        return fail(createStringError(
+            inconvertibleErrorCode(),
+            "--straggler-threshold stops at a checkpoint: it needs "
+            "--checkpoint-dir and runs on the local and mpi backends"));
+      training.stragglerThreshold = stragglerThreshold;
+      training.stragglerSteps = stragglerSteps;
     }
     training.checkpointDir = checkpointDir;
     training.resume = resume;
@@ -502,8 +563,12 @@ static int run(int rank) {
 #endif
   if (!report)
     return fail(report.takeError());
+  // Stopped for a straggler: every rank exits with the status that says
+  // "re-plan with the speeds measured".
+  const int status =
+      report->stoppedAt >= 0 ? stagecraft::runtime::kExitStraggler : 0;
   if (rank != 0)
-    return 0;
+    return status;
   outs() << stagecraft::runtime::formatRunReport(
       *plan, *report, options,
       reference ? std::string("sequential reference") : std::string(backend));
@@ -521,12 +586,20 @@ static int run(int rank) {
       return fail(std::move(err));
     outs() << "trace written to " << tracePath << "\n";
   }
-  return 0;
+  if (status != 0) {
+    outs().flush();
+    for (const stagecraft::runtime::Straggler &s : report->stragglers)
+      errs() << stagecraft::runtime::describeStraggler(s, report->stoppedAt,
+                                                       training.identity)
+             << "\n";
+  }
+  return status;
 }
 
 /// Compiles the spec for \p ranks ranks as \p kind, timing it.
 static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
                                      llvm::ArrayRef<int> survivors,
+                                     llvm::ArrayRef<double> factors,
                                      double &ms) {
   stagecraft::pipe::CompileOptions options = compileOptions();
   options.kind = kind;
@@ -534,6 +607,7 @@ static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
   options.ranks = ranks;
   if (!survivors.empty())
     options.survivors.assign(survivors.begin(), survivors.end());
+  options.speedFactors.assign(factors.begin(), factors.end());
   options.quiet = true;
   auto t0 = std::chrono::steady_clock::now();
   Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
@@ -589,20 +663,31 @@ static int superviseElastic(int argc, char **argv) {
     SmallVector<StringRef, 4> parts;
     StringRef(injectFailure).split(parts, ',');
     for (StringRef part : parts) {
+      // "none": this attempt runs without one.
+      if (part == "none") {
+        injections.push_back("");
+        continue;
+      }
       stagecraft::runtime::TrainOptions probe;
       if (Error err = stagecraft::runtime::parseInjectedFailure(part, probe))
         return stop(toString(std::move(err)), 1);
       injections.push_back(part.str());
     }
   }
+  if (!fromSpec && stragglerThreshold != 0.0)
+    return stop("--straggler-threshold re-plans with the measured speeds, "
+                "which compiles the spec: run --elastic on the spec, not on "
+                "a plan file",
+                1);
   double ms = 0.0;
   std::string kind = scheduleKind;
   std::optional<sched::Plan> planFile;
   int ranks = 0;
   if (fromSpec) {
     Expected<sched::Plan> first =
-        planFor(ranksOverride, kind, std::vector<int>(survivorsOption.begin(),
-                                                      survivorsOption.end()),
+        planFor(ranksOverride, kind,
+                std::vector<int>(survivorsOption.begin(), survivorsOption.end()),
+                std::vector<double>(speedFactors.begin(), speedFactors.end()),
                 ms);
     if (!first)
       return stop(toString(first.takeError()), 1);
@@ -625,7 +710,8 @@ static int superviseElastic(int argc, char **argv) {
     bool drop = a == input;
     for (StringRef flag :
          {"elastic", "max-failures", "launcher", "ranks", "resume", "schedule",
-          "inject-failure", "failure-stamp", "survivors"})
+          "inject-failure", "failure-stamp", "survivors", "speed-factors",
+          "max-replans"})
       for (StringRef dashes : {"-", "--"}) {
         std::string f = (dashes + flag).str();
         drop |= a == f || a.starts_with(f + "=");
@@ -658,6 +744,23 @@ static int superviseElastic(int argc, char **argv) {
     survivors[r] = r;
   if (!survivorsOption.empty() && int(survivorsOption.size()) == ranks)
     survivors.assign(survivorsOption.begin(), survivorsOption.end());
+  // Each rank's speed factor (a straggler's measured speed over its
+  // device's), by its number in the first attempt.
+  std::map<int, double> factorOf;
+  for (size_t k = 0; k < speedFactors.size() && k < survivors.size(); ++k)
+    factorOf[survivors[k]] = speedFactors[k];
+  auto factors = [&] {
+    std::vector<double> list;
+    for (int r : survivors)
+      list.push_back(factorOf.count(r) ? factorOf[r] : 1.0);
+    if (llvm::all_of(list, [](double f) { return f == 1.0; }))
+      list.clear();
+    return list;
+  };
+  // Stragglers are watched (the attempts get --straggler-threshold) until
+  // --max-replans re-plans were made for them.
+  bool watch = true;
+  int replans = 0;
   auto describeSurvivors = [&] {
     std::string list;
     for (int r : survivors)
@@ -682,7 +785,8 @@ static int superviseElastic(int argc, char **argv) {
     args.push_back(self);
     args.push_back(attemptInput);
     for (const std::string &a : kept)
-      args.push_back(a);
+      if (watch || !StringRef(a).contains("-straggler-threshold"))
+        args.push_back(a);
     if (!launcher.empty())
       args.push_back("--backend=mpi");
     if (fromSpec) {
@@ -692,11 +796,17 @@ static int superviseElastic(int argc, char **argv) {
       for (int r : survivors)
         list += (list.empty() ? "" : ",") + std::to_string(r);
       args.push_back("--survivors=" + list);
+      std::string speeds;
+      for (double f : factors())
+        speeds += fmt::format("{}{:.6g}", speeds.empty() ? "" : ",", f);
+      if (!speeds.empty())
+        args.push_back("--speed-factors=" + speeds);
     }
     if (resumeNext)
       args.push_back("--resume");
     std::string stamp;
-    if (size_t(attempt) <= injections.size()) {
+    if (size_t(attempt) <= injections.size() &&
+        !injections[attempt - 1].empty()) {
       args.push_back("--inject-failure=" + injections[attempt - 1]);
       stamp = scratchFile("stagecraft-failure", "txt");
       (void)sys::fs::remove(stamp);
@@ -730,6 +840,74 @@ static int superviseElastic(int argc, char **argv) {
       outs() << "elastic: finished after " << failures << " lost rank"
              << (failures == 1 ? "" : "s") << "\n";
       return cleanUp(0);
+    }
+    if (rc == stagecraft::runtime::kExitStraggler && fromSpec) {
+      // Stopped at a checkpoint for stragglers: re-plan on the same ranks
+      // with the speeds they showed.
+      std::string who;
+      SmallVector<StringRef, 16> lines;
+      StringRef(errText).split(lines, '\n');
+      for (StringRef line : lines) {
+        if (!line.consume_front(stagecraft::runtime::kStragglerPrefix) ||
+            !line.consume_front("rank "))
+          continue;
+        int r = -1;
+        if (line.consumeInteger(10, r) || r < 0 ||
+            r >= int(survivors.size()))
+          continue;
+        StringRef marker = "its measured speed is ";
+        size_t at = line.find(marker);
+        double f = 0.0;
+        if (at == StringRef::npos ||
+            line.drop_front(at + marker.size())
+                .take_while([](char c) { return c != ' '; })
+                .getAsDouble(f) ||
+            !(f > 0.0))
+          continue;
+        double &factor = factorOf.try_emplace(survivors[r], 1.0).first->second;
+        factor *= f;
+        who += fmt::format("{}rank {}{} at {:.4g} of its device's speed",
+                           who.empty() ? "" : ", ", r,
+                           survivors[r] != r
+                               ? fmt::format(" (rank {} of the first attempt)",
+                                             survivors[r])
+                               : std::string(),
+                           factor);
+      }
+      if (who.empty())
+        return cleanUp(stop(fmt::format("attempt {} stopped for a straggler "
+                                        "but named none",
+                                        attempt),
+                            1));
+      std::string why;
+      Expected<sched::Plan> plan = planFor(ranks, kind, survivors, factors(), ms);
+      if (!plan) {
+        why = toString(plan.takeError());
+        double autoMs = 0.0;
+        plan = planFor(ranks, "auto", survivors, factors(), autoMs);
+        if (!plan)
+          return cleanUp(stop(fmt::format("no plan fits the measured speeds "
+                                          "({}): as {}: {}; as auto: {}",
+                                          who, kind, why,
+                                          toString(plan.takeError())),
+                              stagecraft::runtime::kExitStraggler));
+        ms += autoMs;
+        kind = "auto";
+      }
+      if (++replans >= maxReplans)
+        watch = false;
+      resumeNext = true;
+      outs() << fmt::format(
+          "elastic: straggler {}; re-planned for {} ranks as {} with the "
+          "measured speeds and verified in {:.1f} ms{}; resuming from the "
+          "checkpoint{}\n",
+          who, ranks, kind, ms,
+          why.empty() ? "" : " (the old kind does not apply: " + why + ")",
+          watch ? "" : fmt::format(" (--max-replans={} reached: stragglers "
+                                   "are no longer watched)",
+                                   int(maxReplans)));
+      outs().flush();
+      continue;
     }
     // Under a launcher, a killed process ends the job with a signal status.
     bool lost = rc == stagecraft::runtime::kExitRankLost ||
@@ -777,11 +955,12 @@ static int superviseElastic(int argc, char **argv) {
     std::string why, how;
     if (fromSpec) {
       // Re-plan for the survivors: the same kind where it still applies.
-      Expected<sched::Plan> plan = planFor(ranks - 1, kind, survivors, ms);
+      Expected<sched::Plan> plan =
+          planFor(ranks - 1, kind, survivors, factors(), ms);
       if (!plan) {
         why = toString(plan.takeError());
         double autoMs = 0.0;
-        plan = planFor(ranks - 1, "auto", survivors, autoMs);
+        plan = planFor(ranks - 1, "auto", survivors, factors(), autoMs);
         if (!plan)
           return cleanUp(stop(
               fmt::format("no plan fits the {} surviving ranks ({}): as "
@@ -882,7 +1061,7 @@ int main(int argc, char **argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = run(rank);
-  if (rc != 0) {
+  if (rc != 0 && rc != stagecraft::runtime::kExitStraggler) {
     errs().flush();
     // Let other failing ranks print their reports before the job ends.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
