@@ -838,7 +838,11 @@ static int superviseElastic(int argc, char **argv) {
     errs().flush();
     if (rc == 0) {
       outs() << "elastic: finished after " << failures << " lost rank"
-             << (failures == 1 ? "" : "s") << "\n";
+             << (failures == 1 ? "" : "s")
+             << (replans ? fmt::format(" and {} re-plan{} for stragglers",
+                                       replans, replans == 1 ? "" : "s")
+                         : std::string())
+             << "\n";
       return cleanUp(0);
     }
     if (rc == stagecraft::runtime::kExitStraggler && fromSpec) {
