@@ -35,6 +35,14 @@ llvm::Error ModelConfig::validate() const {
     return fail(fmt::format("sequence ({}), batch ({}) and microbatches ({}) "
                             "must be at least 1 and vocab ({}) at least 2",
                             sequence, batch, microbatches, vocab));
+  if (!lengths.empty() && static_cast<int>(lengths.size()) != microbatches)
+    return fail(fmt::format("{} lengths for {} microbatches", lengths.size(),
+                            microbatches));
+  for (size_t k = 0; k < lengths.size(); ++k)
+    if (lengths[k] < 1 || lengths[k] > sequence)
+      return fail(fmt::format("microbatch {} is {} tokens long; lengths must "
+                              "be in 1..{} (the longest)",
+                              k, lengths[k], sequence));
   // Kernels index tensors with int: every tensor stays below 2^31 elements
   // (products in double, so the check itself cannot overflow).
   const double tokensD = double(batch) * sequence;
@@ -72,12 +80,12 @@ double ModelConfig::estimateBytes(int layers, int inFlight) const {
 
 int stagecraft::kernels::syntheticToken(const ModelConfig &c, int step, int mb,
                                         int t) {
-  return device::syntheticToken(c.seed, c.vocab, step, mb, t);
+  return device::syntheticToken(c.seed, c.vocab, step, c.dataIndex(mb), t);
 }
 
 int stagecraft::kernels::syntheticTarget(const ModelConfig &c, int step, int mb,
                                          int t) {
-  return device::syntheticTarget(c.seed, c.vocab, step, mb, t);
+  return device::syntheticTarget(c.seed, c.vocab, step, c.dataIndex(mb), t);
 }
 
 namespace {
@@ -176,11 +184,13 @@ struct Stage::Impl {
     params.push_back(initialParameter(c, name));
   }
 
-  void blockForward(const BlockParams &w, BlockStash &s, const float *in,
-                    float *out);
-  void blockBackwardInput(const BlockParams &w, BlockStash &s,
-                          const float *dout, float *din);
-  void blockBackwardWeight(const BlockParams &w, BlockStash &s);
+  // The block functions take the microbatch's shape, \p c.
+  void blockForward(const ModelConfig &c, const BlockParams &w, BlockStash &s,
+                    const float *in, float *out);
+  void blockBackwardInput(const ModelConfig &c, const BlockParams &w,
+                          BlockStash &s, const float *dout, float *din);
+  void blockBackwardWeight(const ModelConfig &c, const BlockParams &w,
+                           BlockStash &s);
 };
 
 Stage::Stage(const ModelConfig &config, int index, int numStages,
@@ -333,8 +343,8 @@ void stagecraft::kernels::optimizerStep(std::vector<Parameter> &params,
   }
 }
 
-void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
-                               const float *in, float *out) {
+void Stage::Impl::blockForward(const ModelConfig &c, const BlockParams &w,
+                               BlockStash &s, const float *in, float *out) {
   const int T = c.tokens(), H = c.hidden;
   s.qkv.resize(static_cast<size_t>(T) * 3 * H);
   parts::preForward(c, w, s.pre, in, s.qkv.data());
@@ -344,7 +354,8 @@ void Stage::Impl::blockForward(const BlockParams &w, BlockStash &s,
   parts::postForward(c, w, s.post, s.pre.x.data(), s.attn.data(), out);
 }
 
-void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
+void Stage::Impl::blockBackwardInput(const ModelConfig &c,
+                                     const BlockParams &w, BlockStash &s,
                                      const float *dout, float *din) {
   const int T = c.tokens(), H = c.hidden;
   Vec dattn(static_cast<size_t>(T) * H), dqkv(static_cast<size_t>(T) * 3 * H);
@@ -359,13 +370,15 @@ void Stage::Impl::blockBackwardInput(const BlockParams &w, BlockStash &s,
   Vec().swap(s.post.x1);
 }
 
-void Stage::Impl::blockBackwardWeight(const BlockParams &w, BlockStash &s) {
+void Stage::Impl::blockBackwardWeight(const ModelConfig &c,
+                                      const BlockParams &w, BlockStash &s) {
   parts::postBackwardWeight(c, w, s.post, s.attn.data());
   parts::preBackwardWeight(c, w, s.pre);
 }
 
 void Stage::Impl::runForward(int mb, const float *input, float *output,
                              MicrobatchStash &st, Recompute mode) {
+  const ModelConfig c = this->c.forMicrobatch(mb);
   const int T = c.tokens(), H = c.hidden;
   const bool full = mode == Recompute::Full;
   // Full recomputation keeps none of this; one layer's worth at a time.
@@ -382,7 +395,7 @@ void Stage::Impl::runForward(int mb, const float *input, float *output,
   Vec y(x.size());
   for (size_t l = 0; l < blocks.size(); ++l) {
     BlockStash &b = full ? scratch : st.blocks[l];
-    blockForward(blocks[l], b, x.data(), y.data());
+    blockForward(c, blocks[l], b, x.data(), y.data());
     if (mode == Recompute::Selective)
       Vec().swap(b.probs);
     std::swap(x, y);
@@ -397,7 +410,8 @@ void Stage::Impl::runForward(int mb, const float *input, float *output,
 
 void Stage::forward(int mb, const float *input, float *output) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden;
+  const ModelConfig c = m.c.forMicrobatch(mb);
+  const int T = c.tokens(), H = c.hidden;
   MicrobatchStash &st = m.stash[mb];
   st = MicrobatchStash{};
   Recompute mode = recomputeOf(mb);
@@ -409,7 +423,8 @@ void Stage::forward(int mb, const float *input, float *output) {
 
 void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   Impl &m = *impl;
-  const int T = m.c.tokens(), H = m.c.hidden;
+  const ModelConfig c = m.c.forMicrobatch(mb);
+  const int T = c.tokens(), H = c.hidden;
   MicrobatchStash &st = m.stash.at(mb);
   // Re-materialize what the forward did not keep: the same code on the same
   // inputs, so the stash is bitwise the one a plain forward keeps.
@@ -427,7 +442,7 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   case Recompute::Selective: {
     Vec out(static_cast<size_t>(T) * H);
     for (BlockStash &b : st.blocks)
-      attentionForward(m.c.batch, m.c.sequence, H, m.c.heads, b.qkv.data(),
+      attentionForward(c.batch, c.sequence, H, c.heads, b.qkv.data(),
                        out.data(), b.probs);
     m.account(mb);
     break;
@@ -435,13 +450,13 @@ void Stage::backwardInput(int mb, const float *outputGrad, float *inputGrad) {
   }
   Vec dx(static_cast<size_t>(T) * H);
   if (m.last) {
-    parts::headBackwardInput(m.c, *m.gf, *m.head, st.head, dx.data());
+    parts::headBackwardInput(c, *m.gf, *m.head, st.head, dx.data());
   } else {
     std::copy(outputGrad, outputGrad + dx.size(), dx.begin());
   }
   Vec din(dx.size());
   for (size_t l = m.blocks.size(); l-- > 0;) {
-    m.blockBackwardInput(m.blocks[l], st.blocks[l], dx.data(), din.data());
+    m.blockBackwardInput(c, m.blocks[l], st.blocks[l], dx.data(), din.data());
     std::swap(dx, din);
   }
   if (m.first)
@@ -461,12 +476,13 @@ void Stage::backwardWeight(int mb) {
   auto it = m.stash.find(mb);
   assert(it != m.stash.end() && "W before F");
   MicrobatchStash &st = it->second;
+  const ModelConfig c = m.c.forMicrobatch(mb);
   if (m.last)
-    parts::headBackwardWeight(m.c, st.head, *m.gf, *m.head);
+    parts::headBackwardWeight(c, st.head, *m.gf, *m.head);
   for (size_t l = m.blocks.size(); l-- > 0;)
-    m.blockBackwardWeight(m.blocks[l], st.blocks[l]);
+    m.blockBackwardWeight(c, m.blocks[l], st.blocks[l]);
   if (m.first)
-    parts::embedBackwardWeight(m.c, st.embed, *m.embedding, *m.position);
+    parts::embedBackwardWeight(c, st.embed, *m.embedding, *m.position);
   m.stash.erase(it);
   m.account(mb);
 }

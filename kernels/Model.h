@@ -37,8 +37,27 @@ struct ModelConfig {
   /// Microbatches per step (the loss is their mean).
   int microbatches = 1;
   uint64_t seed = 1;
+  /// Microbatches of different lengths (the spec's lengths(...)), by their
+  /// position in the plan: each one's sequence length, at most `sequence`
+  /// (the longest, which sizes messages and the position table); empty:
+  /// every microbatch `sequence` long.
+  std::vector<int> lengths;
+  /// The microbatch whose data each position computes (auto's microbatch
+  /// order); empty: its own.
+  std::vector<int> order;
 
   int tokens() const { return batch * sequence; }
+  /// The shape microbatch \p mb computes: `sequence` is its length.
+  ModelConfig forMicrobatch(int mb) const {
+    ModelConfig c = *this;
+    if (mb >= 0 && mb < static_cast<int>(lengths.size()))
+      c.sequence = lengths[mb];
+    return c;
+  }
+  /// The data microbatch position \p mb computes (its seed).
+  int dataIndex(int mb) const {
+    return mb >= 0 && mb < static_cast<int>(order.size()) ? order[mb] : mb;
+  }
   int ffn() const { return 4 * hidden; }
   /// Bytes of one activation or gradient message (tokens x hidden floats).
   int64_t messageBytes() const {

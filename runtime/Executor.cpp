@@ -973,6 +973,8 @@ std::vector<double>
 stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
                                             const kernels::ModelConfig &model) {
   const int n = static_cast<int>(plan.stageNames.size());
+  if (!model.lengths.empty())
+    return {};
   for (bool attention : plan.stageAttention)
     if (attention)
       return {};

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #ifdef STAGECRAFT_HAVE_MPI
@@ -348,6 +349,14 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                            r.rank < static_cast<int>(planned.size())
                                ? planned[r.rank]
                                : 0.0);
+    } else if (measured && !options.exec.train->model.lengths.empty()) {
+      // The plan scales a stage's activation linearly with the length; the
+      // model's attention scores grow with its square, so no planned
+      // figure is printed to compare with.
+      out += "activation memory per rank, bytes (microbatches of different "
+             "lengths: measured only):\n";
+      for (const RankResult &r : report.ranks)
+        out += fmt::format("{:>5}  {:>14}\n", r.rank, r.activationPeak);
     } else {
       out += "activation memory: not measured (helix blocks and device "
              "stages do not count it)\n";
@@ -369,12 +378,25 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                          "straggles (--straggler-threshold; its line is on "
                          "stderr)\n",
                          report.stoppedAt, t.steps);
-    double tokens = static_cast<double>(steps) * plan.microbatches *
-                    t.model.tokens();
-    out += fmt::format("trained {} steps x {} microbatches x {} tokens in "
-                       "{:.3f} s: {:.0f} tokens/s\n",
-                       steps, plan.microbatches, t.model.tokens(),
-                       report.wall, report.wall > 0 ? tokens / report.wall : 0.0);
+    // Tokens of one step: each microbatch's own with lengths(...).
+    double perStep = static_cast<double>(plan.microbatches) * t.model.tokens();
+    std::string shape = fmt::format("{} microbatches x {} tokens",
+                                    plan.microbatches, t.model.tokens());
+    if (!t.model.lengths.empty()) {
+      perStep = 0.0;
+      for (int l : t.model.lengths)
+        perStep += static_cast<double>(t.model.batch) * l;
+      shape = fmt::format("{} microbatches of {} tokens in all (lengths "
+                          "{}..{} x batch {})",
+                          plan.microbatches, perStep,
+                          *std::min_element(t.model.lengths.begin(),
+                                            t.model.lengths.end()),
+                          t.model.sequence, t.model.batch);
+    }
+    double tokens = static_cast<double>(steps) * perStep;
+    out += fmt::format("trained {} steps x {} in {:.3f} s: {:.0f} tokens/s\n",
+                       steps, shape, report.wall,
+                       report.wall > 0 ? tokens / report.wall : 0.0);
     return out;
   }
   if (backend == "cuda")

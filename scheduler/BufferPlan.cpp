@@ -97,6 +97,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   plan.recompute = program.recompute;
   plan.links = problem.links;
   plan.lengths = problem.lengths;
+  plan.microbatchOrder = problem.microbatchOrder;
   plan.referenceLength = problem.referenceLength;
   plan.ranks.resize(p);
   if (problem.hasDevices())

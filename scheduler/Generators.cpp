@@ -156,6 +156,11 @@ Problem stagecraft::pipe::sched::reorderedMicrobatches(
   if (problem.hasLengths())
     for (size_t k = 0; k < order.size(); ++k)
       reordered.lengths[k] = problem.lengths[order[k]];
+  reordered.microbatchOrder.resize(order.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    reordered.microbatchOrder[k] =
+        problem.microbatchOrder.empty() ? order[k]
+                                        : problem.microbatchOrder[order[k]];
   return reordered;
 }
 

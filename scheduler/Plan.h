@@ -117,6 +117,9 @@ struct Plan {
   /// alike.
   std::vector<double> lengths;
   double referenceLength = 1.0;
+  /// The spec's microbatch each position holds (`microbatch_order`; its
+  /// data when training); empty: position k is microbatch k.
+  std::vector<int> microbatchOrder;
   /// Simulated makespan in schedule time units, and per-rank busy time.
   double simulatedMakespan = 0.0;
   std::vector<double> simulatedBusy;

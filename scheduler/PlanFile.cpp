@@ -143,6 +143,11 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       });
       j.attribute("reference_length", plan.referenceLength);
     }
+    if (!plan.microbatchOrder.empty())
+      j.attributeArray("microbatch_order", [&] {
+        for (int k : plan.microbatchOrder)
+          j.value(k);
+      });
     j.attribute("simulated_makespan", plan.simulatedMakespan);
     j.attributeArray("simulated_busy", [&] {
       for (double b : plan.simulatedBusy)
@@ -560,6 +565,23 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
       plan.lengths.push_back(*l);
     }
     plan.referenceLength = *reference;
+  }
+  if (const json::Value *order = root->get("microbatch_order")) {
+    const json::Array *a = order->getAsArray();
+    std::vector<bool> seen(plan.microbatches, false);
+    bool ok = a && a->size() == static_cast<size_t>(plan.microbatches);
+    for (size_t k = 0; ok && k < a->size(); ++k) {
+      std::optional<int64_t> v = (*a)[k].getAsInteger();
+      ok = v && *v >= 0 && *v < plan.microbatches && !seen[*v];
+      if (ok) {
+        seen[*v] = true;
+        plan.microbatchOrder.push_back(static_cast<int>(*v));
+      }
+    }
+    if (!ok)
+      return reader.fail("microbatch_order",
+                         "must be a permutation of the microbatches 0.." +
+                             std::to_string(plan.microbatches - 1));
   }
   plan.simulatedMakespan = root->getNumber("simulated_makespan").value_or(0.0);
   if (const json::Array *busy = root->getArray("simulated_busy"))

@@ -110,6 +110,9 @@ struct Problem {
   /// The stages' costs and memory are for `referenceLength`.
   std::vector<double> lengths;
   double referenceLength = 1.0;
+  /// The spec's microbatch each position holds, when a schedule reordered
+  /// them (`microbatch_order`); empty: position k is microbatch k.
+  std::vector<int> microbatchOrder;
 
   /// Stage \p s's cost factor for microbatch \p m: (a l + b l^2) / (a l0 +
   /// b l0^2) with its scaling; 1 without lengths.

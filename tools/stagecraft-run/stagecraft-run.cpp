@@ -484,6 +484,45 @@ static int run(int rank) {
   if (!plan)
     return fail(plan.takeError());
   training.model.microbatches = plan->microbatches;
+  if (train && !plan->lengths.empty()) {
+    // Each microbatch trains at its own sequence length; messages and the
+    // position table are sized for the longest.
+    auto refuse = [&](const std::string &why) {
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "training on lengths(...): " + why));
+    };
+    if (sequence.getNumOccurrences())
+      return refuse("the spec gives each microbatch's sequence length; drop "
+                    "--seq");
+    if (modelCode == "device" || backend == "cuda")
+      return refuse("microbatches of different lengths train on the "
+                    "reference model (local and mpi), not the device model");
+    for (bool attention : plan->stageAttention)
+      if (attention)
+        return refuse("helix plans train one sequence length");
+    int longest = 0;
+    for (size_t k = 0; k < plan->lengths.size(); ++k) {
+      double l = plan->lengths[k];
+      if (l != std::floor(l) || l < 1 || l > 65536)
+        return refuse(fmt::format("microbatch {} is {} long; training needs "
+                                  "whole token counts in 1..65536",
+                                  k, l));
+      training.model.lengths.push_back(static_cast<int>(l));
+      longest = std::max(longest, static_cast<int>(l));
+    }
+    training.model.sequence = longest;
+    training.model.order = plan->microbatchOrder;
+    if (Error err = stagecraft::runtime::checkTrainOptions(training))
+      return fail(std::move(err));
+    // A spec is planned again with messages that hold the longest
+    // microbatch (a plan file must have been written with them).
+    if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
+      plan = loadInput(
+          stagecraft::runtime::trainingMessageBytes(training.model));
+      if (!plan)
+        return fail(plan.takeError());
+    }
+  }
   if (!train)
     for (int r = 0; r < plan->numRanks(); ++r)
       for (size_t i = 0; i < plan->ranks[r].ops.size(); ++i) {
@@ -500,12 +539,6 @@ static int run(int rank) {
                                                                   op.action),
                           op.cost, *unit, seconds, kMaxDurationSeconds)));
       }
-  if (train && !plan->lengths.empty())
-    return fail(createStringError(
-        inconvertibleErrorCode(),
-        "training on microbatches of different lengths (lengths(...)) is "
-        "not built yet: the reference model runs one sequence length; "
-        "schedule, simulate and run the spec without --train"));
   if (Error err = checkMemory(*plan, backend == "mpi" ? rank : -1,
                               train ? &training : nullptr))
     return fail(std::move(err));
