@@ -97,6 +97,23 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
               : 0.0};
     problem.stages.push_back(std::move(stage));
   }
+  // inputs(...) by position (names the verifier found; an unknown one
+  // stays out and the problem's validation reports the graph).
+  llvm::StringMap<int> position;
+  for (auto [k, stage] : llvm::enumerate(problem.stages))
+    position[stage.name] = static_cast<int>(k);
+  int k = 0;
+  for (StageOp op : pipeline.getStages()) {
+    if (ArrayAttr inputs = op.getInputsAttr()) {
+      std::vector<int> ids;
+      for (Attribute a : inputs) {
+        auto it = position.find(cast<FlatSymbolRefAttr>(a).getValue());
+        ids.push_back(it == position.end() ? -1 : it->second);
+      }
+      problem.stages[k].inputs = std::move(ids);
+    }
+    ++k;
+  }
   return problem;
 }
 

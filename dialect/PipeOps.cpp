@@ -387,6 +387,58 @@ void PipelineOp::print(OpAsmPrinter &p) {
                 /*printBlockTerminators=*/false);
 }
 
+/// A branching pipeline's inputs: each names a stage written before the
+/// one that takes it (so the graph is acyclic), at most once, and every
+/// stage but the last feeds another, so that all reach the loss.
+LogicalResult PipelineOp::verifyStageGraph() {
+  SmallVector<StageOp> stages(getStages().begin(), getStages().end());
+  llvm::DenseMap<StringAttr, int> position;
+  for (auto [k, stage] : llvm::enumerate(stages))
+    position[stage.getSymNameAttr()] = static_cast<int>(k);
+  std::vector<bool> consumed(stages.size(), false);
+  bool graph = false;
+  for (auto [k, stage] : llvm::enumerate(stages)) {
+    ArrayAttr inputs = stage.getInputsAttr();
+    if (!inputs) {
+      if (k > 0)
+        consumed[k - 1] = true;
+      continue;
+    }
+    graph = true;
+    llvm::SmallDenseSet<StringAttr> seen;
+    for (Attribute a : inputs) {
+      StringAttr name = cast<FlatSymbolRefAttr>(a).getAttr();
+      auto it = position.find(name);
+      if (it == position.end())
+        return stage.emitOpError()
+               << "inputs(...) names @" << name.getValue()
+               << ", which is not a stage of pipeline @" << getSymName();
+      if (it->second == static_cast<int>(k))
+        return stage.emitOpError()
+               << "inputs(...) names the stage itself: the stage graph "
+                  "must be acyclic";
+      if (it->second > static_cast<int>(k))
+        return stage.emitOpError()
+               << "inputs(...) names @" << name.getValue()
+               << ", written after it: a stage takes outputs of stages "
+                  "written before it (so the graph is acyclic)";
+      if (!seen.insert(name).second)
+        return stage.emitOpError()
+               << "inputs(...) names @" << name.getValue() << " twice";
+      consumed[it->second] = true;
+    }
+  }
+  if (!graph)
+    return success();
+  for (size_t k = 0; k + 1 < stages.size(); ++k)
+    if (!consumed[k])
+      return stages[k].emitOpError()
+             << "is unreachable from the loss: no stage takes its output, so "
+                "it does not feed the last stage @"
+             << stages.back().getSymName();
+  return success();
+}
+
 LogicalResult PipelineOp::verify() {
   if (std::optional<ArrayRef<double>> lengths = getLengths()) {
     if (lengths->size() != getMicrobatches())
@@ -480,6 +532,8 @@ LogicalResult PipelineOp::verifyRegions() {
   }
   if (firstLayer)
     return success(); // the stages' rules apply after --pipe-partition
+  if (failed(verifyStageGraph()))
+    return failure();
   // Stage-local rules were checked by StageOp::verify; what is left concerns
   // the stages together and is the scheduler library's own validation.
   StageOp firstPinned, firstUnpinned;
@@ -515,6 +569,20 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
                              result.attributes))
     return failure();
+  // inputs(@a, @b): the stages this one takes outputs from.
+  if (succeeded(parser.parseOptionalKeyword("inputs"))) {
+    SmallVector<Attribute> refs;
+    auto one = [&]() -> ParseResult {
+      FlatSymbolRefAttr ref;
+      if (parser.parseAttribute(ref))
+        return failure();
+      refs.push_back(ref);
+      return success();
+    };
+    if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, one))
+      return failure();
+    result.addAttribute(getInputsAttrName(result.name), b.getArrayAttr(refs));
+  }
   if (parseOptionalInteger(parser, result, "rank",
                            getRankAttrName(result.name)) ||
       parseOptionalInteger(parser, result, "layers",
@@ -622,6 +690,11 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
 void StageOp::print(OpAsmPrinter &p) {
   p << ' ';
   p.printSymbolName(getSymName());
+  if (ArrayAttr inputs = getInputsAttr()) {
+    p << " inputs(";
+    llvm::interleaveComma(inputs, p, [&](Attribute a) { p << a; });
+    p << ")";
+  }
   if (std::optional<uint64_t> rank = getRank())
     p << " rank(" << static_cast<int64_t>(*rank) << ")";
   if (IntegerAttr layers = getLayersAttr())
@@ -660,7 +733,8 @@ void StageOp::print(OpAsmPrinter &p) {
       << ")";
   p.printOptionalAttrDict(
       (*this)->getAttrs(),
-      {getSymNameAttrName(), getRankAttrName(), getLayersAttrName(),
+      {getSymNameAttrName(), getInputsAttrName(), getRankAttrName(),
+       getLayersAttrName(),
        getForwardAttrName(),
        getBackwardInputAttrName(), getBackwardWeightAttrName(),
        getForwardBackwardAttrName(), getActivationAttrName(),

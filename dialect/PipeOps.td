@@ -66,6 +66,9 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     /// Whether the pipeline holds pipe.layer ops (to be cut into stages by
     /// --pipe-partition) rather than stages.
     bool isLayerPipeline() { return !getLayers().empty(); }
+    /// The stages' inputs(...): known, earlier, once each; every stage
+    /// reaches the last.
+    ::mlir::LogicalResult verifyStageGraph();
   }];
 }
 
@@ -146,7 +149,13 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     `scaling(linear = a, quadratic = b)` (default a = 1, b = 0): with the
     pipeline's `lengths(...)`, microbatch m's costs are the given ones times
     (a l_m + b l_m^2) / (a l0 + b l0^2), l0 the reference length; its
-    memory and output scale by l_m / l0.
+    memory and output scale by l_m / l0. `inputs(@a, @b)` (a branching
+    pipeline) names the stages whose outputs this one takes, each written
+    before it: F waits for F of every input, and the stage's backward
+    sends the gradient of all its inputs back; `inputs()` makes a source
+    (it reads the data). Without it, a stage takes the previous stage's
+    output. Every stage must feed, through its consumers, the last stage
+    (the loss).
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -154,6 +163,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
+    OptionalAttr<FlatSymbolRefArrayAttr>:$inputs,
     OptionalAttr<I64Attr>:$rank,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$layers,
     F64Attr:$forward,

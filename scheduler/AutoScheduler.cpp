@@ -45,13 +45,17 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
   }
   const int n = problem.numStages(), p = problem.ranks;
   std::vector<double> work(p, 0.0), chain(p, -1.0);
-  double delay = 0.0;
+  // The earliest a forward of stage s can start: the longest path of
+  // (shortest) forwards and latencies from a source (a chain: everything
+  // before it).
+  std::vector<double> earliest(n, 0.0), forwardOf(n, 0.0);
   for (int s = 0; s < n; ++s) {
     int r = placement[s];
-    if (s > 0 && placement[s - 1] != r)
-      delay += problem.latency;
-    if (chain[r] < 0.0)
-      chain[r] = delay;
+    for (int i : problem.inputsOf(s))
+      earliest[s] = std::max(earliest[s],
+                             earliest[i] + forwardOf[i] +
+                                 (placement[i] != r ? problem.latency : 0.0));
+    chain[r] = chain[r] < 0.0 ? earliest[s] : std::min(chain[r], earliest[s]);
     const Stage &stage = problem.stages[s];
     // With lengths: each microbatch's own work, and the chain of the one
     // whose forward here is shortest.
@@ -62,7 +66,7 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
       shortest = std::min(shortest, c);
     }
     work[r] += total * (stage.forward + stage.backward());
-    delay += shortest * stage.forward;
+    forwardOf[s] = shortest * stage.forward;
   }
   double bound = 0.0;
   for (int r = 0; r < p; ++r)

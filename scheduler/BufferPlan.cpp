@@ -93,6 +93,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
     plan.stageLayers.push_back(s.layers);
     plan.stageAttention.push_back(s.attention.has_value());
   }
+  if (!problem.isChain())
+    for (int s = 0; s < problem.numStages(); ++s)
+      plan.stageInputs.push_back(problem.inputsOf(s));
   plan.placement = program.placement;
   plan.recompute = program.recompute;
   plan.links = problem.links;
@@ -128,12 +131,19 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   // the `output` it declares; without one, the stage's activation (the
   // gradient into stage s is stage s - 1's output). Both ends size a
   // message alike.
+  // On a branching pipeline the gradient a stage sends back holds its
+  // inputs' outputs together (one message to each input's rank).
+  std::vector<std::vector<int>> inputs(n), consumers(n);
+  for (int s = 0; s < n; ++s) {
+    inputs[s] = problem.inputsOf(s);
+    for (int i : inputs[s])
+      consumers[i].push_back(s);
+  }
   auto messageUnits = [&](BufferKind kind, int s) {
     if (kind == BufferKind::Activation && problem.stages[s].output > 0.0)
       return problem.stages[s].output;
-    if (kind == BufferKind::Gradient && s > 0 &&
-        problem.stages[s - 1].output > 0.0)
-      return problem.stages[s - 1].output;
+    if (kind == BufferKind::Gradient && problem.gradientUnits(s) > 0.0)
+      return problem.gradientUnits(s);
     return problem.stages[s].activation;
   };
 
@@ -195,8 +205,8 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
       };
       auto forward = [&](int s, int m) {
         const Stage &stage = problem.stages[s];
-        if (s > 0)
-          r_(bufferTag(BufferKind::Activation, s - 1, m));
+        for (int i : inputs[s])
+          r_(bufferTag(BufferKind::Activation, i, m));
         if (attention(s - 1))
           r_(bufferTag(BufferKind::AttentionOutput, s - 1, m));
         Recompute mode = program.recompute.at(s, m);
@@ -209,7 +219,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           // weight_grad of it for W.
           stash(BufferKind::StashInput, s, m, keptActivation(stage, mode));
         }
-        if (s + 1 < n)
+        if (!consumers[s].empty())
           w_(bufferTag(BufferKind::Activation, s, m),
              messageUnits(BufferKind::Activation, s));
         if (attention(s))
@@ -222,11 +232,11 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           unstash(BufferKind::StashWeight, s, m);
         else if (program.recompute.at(s, m) != Recompute::None)
           stash(BufferKind::StashWeight, s, m, stage.weightGrad);
-        if (s + 1 < n)
-          r_(bufferTag(BufferKind::Gradient, s + 1, m));
+        for (int c : consumers[s])
+          r_(bufferTag(BufferKind::Gradient, c, m));
         if (attention(s))
           r_(bufferTag(BufferKind::QkvGrad, s, m));
-        if (s > 0)
+        if (!inputs[s].empty())
           w_(bufferTag(BufferKind::Gradient, s, m),
              messageUnits(BufferKind::Gradient, s));
         // A message is sized by the stage it belongs to, on both ends.
@@ -332,14 +342,17 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
         o.kind = op.isSend ? PlanOp::Kind::Send : PlanOp::Kind::Recv;
         o.peer = op.peer;
         o.buffer = use(messageTag(op.message));
-        // The time the task graph gives the transfer: a gradient into stage
-        // s carries stage s - 1's output.
+        // The time the task graph gives the transfer: a stage's gradient
+        // message carries its inputs' outputs.
         if (op.isSend && problem.links) {
           BufferKind kind = bufferKindOf(op.message.kind);
-          int carried = kind == BufferKind::Gradient ? op.message.stage - 1
-                                                     : op.message.stage;
-          o.transfer = problem.transferTime(r, op.peer, carried,
-                                            op.message.microbatch);
+          o.transfer =
+              kind == BufferKind::Gradient
+                  ? problem.transferTimeOfUnits(
+                        r, op.peer, problem.gradientUnits(op.message.stage),
+                        op.message.microbatch)
+                  : problem.transferTime(r, op.peer, op.message.stage,
+                                         op.message.microbatch);
         }
         return o;
       };

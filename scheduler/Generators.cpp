@@ -98,6 +98,17 @@ generateOnEqualDevices(const Problem &problem, const ScheduleOptions &options) {
             fmt::format("stage @{} has attention(...), a separate task that "
                         "only kind=helix schedules",
                         s.name));
+  if (!problem.isChain() && (options.kind == ScheduleKind::Interleaved1F1B ||
+                             options.kind == ScheduleKind::ZBV ||
+                             options.kind == ScheduleKind::DualPipeV ||
+                             options.kind == ScheduleKind::Helix))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("{} is built on a chain of stages, and pipeline @{} "
+                    "branches (inputs(...)): its placement walks the stages "
+                    "in order, which a graph does not have; use gpipe, "
+                    "1f1b, zb-h1, zb-h2 or auto",
+                    scheduleKindName(options.kind).str(), problem.name));
   if (options.kind != ScheduleKind::Interleaved1F1B && options.chunks > 1)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

@@ -36,6 +36,13 @@ public:
         remaining(static_cast<size_t>(p) * mbs, -1), pendingW(p) {
     for (int s = 0; s < n; ++s)
       hosted[placement[s]].push_back(s);
+    inputs.resize(n);
+    consumers.resize(n);
+    for (int s = 0; s < n; ++s) {
+      inputs[s] = problem.inputsOf(s);
+      for (int i : inputs[s])
+        consumers[i].push_back(s);
+    }
     for (int r = 0; r < p; ++r) {
       double later = 0.0;
       for (auto it = hosted[r].rbegin(); it != hosted[r].rend(); ++it) {
@@ -57,19 +64,23 @@ private:
   }
   size_t at(int s, int m) const { return static_cast<size_t>(s) * mbs + m; }
   bool readyF(int s, int m, double t) const {
-    if (s == 0)
-      return true;
-    double f = finishF[at(s - 1, m)];
-    return f >= 0.0 && f + latency(s - 1, s) <= t + kEps;
+    for (int i : inputs[s]) {
+      double f = finishF[at(i, m)];
+      if (!(f >= 0.0 && f + latency(i, s) <= t + kEps))
+        return false;
+    }
+    return true;
   }
   bool readyG(int s, int m, double t) const {
     double f = finishF[at(s, m)];
     if (f < 0.0 || f > t + kEps)
       return false;
-    if (s + 1 == n)
-      return true;
-    double g = finishG[at(s + 1, m)];
-    return g >= 0.0 && g + latency(s + 1, s) <= t + kEps;
+    for (int c : consumers[s]) {
+      double g = finishG[at(c, m)];
+      if (!(g >= 0.0 && g + latency(c, s) <= t + kEps))
+        return false;
+    }
+    return true;
   }
   bool isNewOnRank(int r, int m) const {
     return remaining[static_cast<size_t>(r) * mbs + m] < 0;
@@ -93,6 +104,8 @@ private:
   const ListPolicy &policy;
   const int n, mbs, p;
   std::vector<std::vector<int>> hosted;
+  /// The stage graph: each stage's inputs and consumers.
+  std::vector<std::vector<int>> inputs, consumers;
   std::vector<double> laterActivation;
   std::vector<double> finishF, finishG;
   std::vector<int> nextF, nextG;
@@ -169,14 +182,12 @@ void ListBuilder::start(int r, Action a, double t) {
   freeAt[r] = t + cost;
   events.push({t + cost, r});
   // The ranks whose next action this one feeds.
-  if (a.kind == ActionKind::Forward && a.stage + 1 < n)
-    events.push({t + cost + latency(a.stage, a.stage + 1),
-                 placement[a.stage + 1]});
-  if ((a.kind == ActionKind::BackwardInput ||
-       a.kind == ActionKind::Backward) &&
-      a.stage > 0)
-    events.push({t + cost + latency(a.stage, a.stage - 1),
-                 placement[a.stage - 1]});
+  if (a.kind == ActionKind::Forward)
+    for (int c : consumers[a.stage])
+      events.push({t + cost + latency(a.stage, c), placement[c]});
+  if (a.kind == ActionKind::BackwardInput || a.kind == ActionKind::Backward)
+    for (int i : inputs[a.stage])
+      events.push({t + cost + latency(a.stage, i), placement[i]});
   ++started;
 }
 

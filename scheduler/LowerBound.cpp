@@ -90,6 +90,12 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   }
   const int n = problem.numStages(), m = problem.microbatches;
   const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<int>> inputs(n), consumers(n);
+  for (int s = 0; s < n; ++s) {
+    inputs[s] = problem.inputsOf(s);
+    for (int i : inputs[s])
+      consumers[i].push_back(s);
+  }
   auto cost = [&](int s, int type) {
     const Stage &st = problem.stages[s];
     return type == 0 ? st.forward
@@ -175,8 +181,8 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   for (int k = 0; k < m; ++k) {
     for (int s = 0; s < n; ++s) {
       double h = 0.0;
-      if (s > 0)
-        h = hF[at(s - 1, k)] + cost(s - 1, 0) + lat(s - 1, s);
+      for (int i : inputs[s])
+        h = std::max(h, hF[at(i, k)] + cost(i, 0) + lat(i, s));
       if (k > 0)
         h = std::max(h, hF[at(s, k - 1)] + cost(s, 0));
       if (k >= inFlight[s])
@@ -186,8 +192,8 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     }
     for (int s = n - 1; s >= 0; --s) {
       double h = hF[at(s, k)] + cost(s, 0);
-      if (s + 1 < n)
-        h = std::max(h, hI[at(s + 1, k)] + cost(s + 1, 1) + lat(s + 1, s));
+      for (int c : consumers[s])
+        h = std::max(h, hI[at(c, k)] + cost(c, 1) + lat(c, s));
       if (k > 0)
         h = std::max(h, hI[at(s, k - 1)] + cost(s, 1));
       hI[at(s, k)] = h;
@@ -204,8 +210,8 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
       // The W of this and of the i later I all come after.
       double t = (i + 1) * cost(s, 2);
       tW[at(s, i)] = i * cost(s, 2);
-      if (s > 0)
-        t = std::max(t, lat(s, s - 1) + cost(s - 1, 1) + tI[at(s - 1, i)]);
+      for (int j : inputs[s])
+        t = std::max(t, lat(s, j) + cost(j, 1) + tI[at(j, i)]);
       if (i > 0)
         t = std::max(t, cost(s, 1) + tI[at(s, i - 1)]);
       if (i >= inFlight[s])
@@ -214,8 +220,8 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     }
     for (int s = n - 1; s >= 0; --s) {
       double t = cost(s, 1) + tI[at(s, i)];
-      if (s + 1 < n)
-        t = std::max(t, lat(s, s + 1) + cost(s + 1, 0) + tF[at(s + 1, i)]);
+      for (int c : consumers[s])
+        t = std::max(t, lat(s, c) + cost(c, 0) + tF[at(c, i)]);
       if (i > 0)
         t = std::max(t, cost(s, 0) + tF[at(s, i - 1)]);
       tF[at(s, i)] = t;

@@ -5,7 +5,8 @@
 // one forward and one backward, then drains the remaining backwards. A block
 // of several stages runs its forwards in chain order and its backwards in
 // reverse, as one unit. The rank with block 0 thus keeps at most min(p, m)
-// microbatches in flight.
+// microbatches in flight. On a branching pipeline a rank warms up by its
+// depth: the most rank changes on a path from its stages to the last.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,8 +32,24 @@ std::vector<std::vector<Action>> stagecraft::pipe::sched::oneFOneBOrders(
   std::sort(byPosition.begin(), byPosition.end(),
             [&](int a, int b) { return firstStage[a] < firstStage[b]; });
 
+  // A branching pipeline: a rank's depth is the most rank changes on a
+  // path from its stages to the last (on a chain of contiguous blocks,
+  // p - k - 1 for the k-th block), and it warms up as the block at that
+  // depth would.
+  std::vector<int> depthOf(p, 0);
+  if (!problem.isChain()) {
+    const int n = problem.numStages();
+    std::vector<int> down(n, 0);
+    for (int s = n - 1; s >= 0; --s) {
+      for (int c : problem.consumersOf(s))
+        down[s] = std::max(down[s],
+                           down[c] + (placement[c] != placement[s] ? 1 : 0));
+      depthOf[placement[s]] = std::max(depthOf[placement[s]], down[s]);
+    }
+  }
   for (int k = 0; k < p; ++k) {
     int r = byPosition[k];
+    const int position = problem.isChain() ? k : p - 1 - depthOf[r];
     std::vector<int> stages;
     for (int s = 0; s < problem.numStages(); ++s)
       if (placement[s] == r)
@@ -46,7 +63,7 @@ std::vector<std::vector<Action>> stagecraft::pipe::sched::oneFOneBOrders(
       for (auto it = stages.rbegin(); it != stages.rend(); ++it)
         order.push_back({backwardKind, *it, m});
     };
-    int w = std::clamp(warmup(k), 0, mbs);
+    int w = std::clamp(warmup(position), 0, mbs);
     int nextF = 0, nextB = 0;
     for (; nextF < w; ++nextF)
       forward(nextF);

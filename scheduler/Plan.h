@@ -105,6 +105,9 @@ struct Plan {
   std::vector<int> stageLayers;
   /// Whether an attention task follows each stage (HelixPipe).
   std::vector<bool> stageAttention;
+  /// A branching pipeline: each stage's inputs (`inputs(...)`, by stage
+  /// index); empty: a chain.
+  std::vector<std::vector<int>> stageInputs;
   /// Which forwards recompute in their backward (see Schedule::recompute).
   RecomputeTable recompute;
   std::vector<int> placement;

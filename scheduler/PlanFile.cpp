@@ -123,6 +123,15 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       for (int r : plan.placement)
         j.value(r);
     });
+    // A branching pipeline: per stage, the stages it takes outputs from.
+    if (!plan.stageInputs.empty())
+      j.attributeArray("inputs", [&] {
+        for (const std::vector<int> &in : plan.stageInputs)
+          j.array([&] {
+            for (int i : in)
+              j.value(i);
+          });
+      });
     if (plan.links) {
       auto link = [&](const char *name, const Problem::Link &l) {
         j.attributeObject(name, [&] {
@@ -372,6 +381,8 @@ static llvm::Error checkComputes(const Plan &plan) {
     stage.name = plan.stageNames[s];
     if (plan.stageAttention[s])
       stage.attention = Stage::Attention{};
+    if (!plan.stageInputs.empty())
+      stage.inputs = plan.stageInputs[s];
     problem.stages.push_back(stage);
     hosts[plan.placement[s]] = true;
   }
@@ -479,6 +490,29 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
   reader.stages = static_cast<int>(stages->size());
   for (const json::Value &s : *stages)
     plan.stageNames.push_back(s.getAsString().value_or("?").str());
+  if (const json::Value *inputs = root->get("inputs")) {
+    const json::Array *all = inputs->getAsArray();
+    if (!all || all->size() != stages->size())
+      return reader.fail("inputs", "needs one array of stage indices per "
+                                   "stage");
+    for (size_t s = 0; s < all->size(); ++s) {
+      const json::Array *in = (*all)[s].getAsArray();
+      if (!in)
+        return reader.fail("inputs", "needs one array of stage indices per "
+                                     "stage");
+      std::vector<int> ids;
+      for (const json::Value &v : *in) {
+        std::optional<int64_t> i = v.getAsInteger();
+        if (!i || *i < 0 || *i >= static_cast<int64_t>(s))
+          return reader.fail("inputs",
+                             fmt::format("stage {} names input {}; inputs "
+                                         "are earlier stages' indices",
+                                         s, v.getAsInteger().value_or(-1)));
+        ids.push_back(static_cast<int>(*i));
+      }
+      plan.stageInputs.push_back(std::move(ids));
+    }
+  }
   plan.stageLayers.assign(stages->size(), 0);
   if (const json::Array *layers = root->getArray("layers")) {
     if (layers->size() != stages->size())

@@ -31,14 +31,54 @@ double Problem::capacityOf(int r) const {
 
 double Problem::transferTime(int from, int to, int stage,
                              int microbatch) const {
+  return transferTimeOfUnits(
+      from, to, stage >= 0 && stage < numStages() ? stages[stage].output : 0.0,
+      microbatch);
+}
+
+double Problem::transferTimeOfUnits(int from, int to, double units,
+                                    int microbatch) const {
   if (from == to)
     return 0.0;
   if (!links)
     return latency;
   const Link &link =
       from / links->node == to / links->node ? links->intra : links->inter;
-  double bytes = stage >= 0 && stage < numStages() ? stages[stage].output : 0.0;
-  return link.latency + bytes * memoryScale(microbatch) / link.bandwidth;
+  return link.latency + units * memoryScale(microbatch) / link.bandwidth;
+}
+
+std::vector<int> Problem::inputsOf(int s) const {
+  if (s < 0 || s >= numStages())
+    return {};
+  if (stages[s].inputs)
+    return *stages[s].inputs;
+  return s > 0 ? std::vector<int>{s - 1} : std::vector<int>{};
+}
+
+std::vector<int> Problem::consumersOf(int s) const {
+  std::vector<int> consumers;
+  for (int c = s + 1; c < numStages(); ++c) {
+    std::vector<int> in = inputsOf(c);
+    if (std::find(in.begin(), in.end(), s) != in.end())
+      consumers.push_back(c);
+  }
+  return consumers;
+}
+
+bool Problem::isChain() const {
+  for (int s = 0; s < numStages(); ++s)
+    if (stages[s].inputs &&
+        *stages[s].inputs != (s > 0 ? std::vector<int>{s - 1}
+                                    : std::vector<int>{}))
+      return false;
+  return true;
+}
+
+double Problem::gradientUnits(int c) const {
+  double units = 0.0;
+  for (int i : inputsOf(c))
+    units += stages[i].output;
+  return units;
 }
 
 double Problem::speedOf(int r) const {
@@ -164,6 +204,38 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
                               stage.scalingQuadratic));
   if (problem.stages.empty())
     return fail("pipeline has no stages");
+  // A branching pipeline: inputs name earlier stages (so the graph is
+  // acyclic), each once; every stage feeds the last (the loss).
+  for (int s = 0; s < problem.numStages(); ++s) {
+    const Stage &stage = problem.stages[s];
+    if (!stage.inputs)
+      continue;
+    std::vector<int> seen;
+    for (int i : *stage.inputs) {
+      if (i < 0 || i >= s)
+        return fail(fmt::format(
+            "stage @{}: input #{} is {}; a stage takes outputs of stages "
+            "written before it (the stage graph is acyclic)",
+            stage.name, i,
+            i >= 0 && i < problem.numStages()
+                ? "@" + problem.stages[i].name
+                : std::to_string(i)));
+      if (std::find(seen.begin(), seen.end(), i) != seen.end())
+        return fail(fmt::format("stage @{}: input @{} is named twice",
+                                stage.name, problem.stages[i].name));
+      seen.push_back(i);
+    }
+    if (stage.attention && !problem.isChain())
+      return fail(fmt::format("stage @{}: attention tasks (helix) need a "
+                              "chain of stages, not inputs(...)",
+                              stage.name));
+  }
+  for (int s = 0; s + 1 < problem.numStages(); ++s)
+    if (problem.consumersOf(s).empty())
+      return fail(fmt::format(
+          "stage @{}: no stage takes its output, so it does not reach the "
+          "last stage @{} (the loss)",
+          problem.stages[s].name, problem.stages.back().name));
   if (problem.numStages() < problem.ranks)
     return fail(fmt::format("{} stages cannot occupy {} ranks: some rank would "
                             "host no stage",

@@ -51,6 +51,10 @@ struct Stage {
   /// How the costs grow with a microbatch's sequence length l (with the
   /// pipeline's `lengths`): as linear l + quadratic l^2.
   double scalingLinear = 1.0, scalingQuadratic = 0.0;
+  /// The stages whose outputs this stage takes (a branching pipeline,
+  /// `inputs(...)`), each earlier than it; unset: the previous stage (none
+  /// for the first). Set and empty: a source (it reads the data itself).
+  std::optional<std::vector<int>> inputs;
   /// The rank the user pinned this stage to, if any.
   std::optional<int> rank;
   /// Transformer layers of the stage (for training); 0 when not given.
@@ -157,6 +161,20 @@ struct Problem {
   }
 
   int numStages() const { return static_cast<int>(stages.size()); }
+  /// The stages stage \p s takes outputs from (in a chain: s - 1).
+  std::vector<int> inputsOf(int s) const;
+  /// The stages that take stage \p s's output (in a chain: s + 1); the
+  /// gradient of its output is the sum of theirs.
+  std::vector<int> consumersOf(int s) const;
+  /// Whether every stage takes the previous one's output (no `inputs`
+  /// other than that): the kinds built on a chain need one.
+  bool isChain() const;
+  /// Units of the gradient message stage \p c's backward sends back: the
+  /// outputs of all its inputs (one message, to each input's rank).
+  double gradientUnits(int c) const;
+  /// transferTime for a message of \p units memory units.
+  double transferTimeOfUnits(int from, int to, double units,
+                             int microbatch = -1) const;
   /// True when every stage carries a user placement.
   bool isPinned() const;
 };

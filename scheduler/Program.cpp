@@ -42,8 +42,20 @@ namespace {
 struct Where {
   llvm::ArrayRef<int> placement;
   std::map<std::pair<int, int>, int> attentionForward, attentionBackward;
+  /// The stage graph: each stage's inputs and consumers.
+  std::vector<std::vector<int>> inputs, consumers;
 
-  explicit Where(llvm::ArrayRef<int> placement) : placement(placement) {}
+  Where(const Problem &problem, llvm::ArrayRef<int> placement)
+      : placement(placement) {
+    const int n = problem.numStages();
+    inputs.resize(n);
+    consumers.resize(n);
+    for (int s = 0; s < n; ++s) {
+      inputs[s] = problem.inputsOf(s);
+      for (int i : inputs[s])
+        consumers[i].push_back(s);
+    }
+  }
   void note(const Action &a, int rank) {
     if (a.kind == ActionKind::AttentionForward)
       attentionForward[{a.stage, a.microbatch}] = rank;
@@ -54,7 +66,27 @@ struct Where {
     auto it = m.find({s, mb});
     return it == m.end() ? -1 : it->second;
   }
-  /// (from, to) ranks of \p msg; -1 where unknown.
+  /// The ranks a stage's output goes to (its consumers'), or where its
+  /// backward's input gradient goes (its inputs'), without repeats; may
+  /// include the stage's own rank.
+  llvm::SmallVector<int, 2> targets(const Message &msg) const {
+    llvm::SmallVector<int, 2> ranks;
+    int s = msg.stage, n = static_cast<int>(placement.size());
+    if (s < 0 || s >= n ||
+        (msg.kind != MessageKind::Activation &&
+         msg.kind != MessageKind::Gradient)) {
+      int to = endpoints(msg).second;
+      if (to >= 0)
+        ranks.push_back(to);
+      return ranks;
+    }
+    for (int t : msg.kind == MessageKind::Activation ? consumers[s] : inputs[s])
+      if (!llvm::is_contained(ranks, placement[t]))
+        ranks.push_back(placement[t]);
+    return ranks;
+  }
+  /// (from, to) ranks of \p msg; -1 where unknown. For activations and
+  /// gradients, `to` is the first of `targets`.
   std::pair<int, int> endpoints(const Message &msg) const {
     int s = msg.stage, m = msg.microbatch, n = static_cast<int>(placement.size());
     auto at = [&](int stage) {
@@ -62,9 +94,13 @@ struct Where {
     };
     switch (msg.kind) {
     case MessageKind::Activation:
-      return {at(s), at(s + 1)};
+      return {at(s), s >= 0 && s < n && !consumers[s].empty()
+                         ? placement[consumers[s].front()]
+                         : -1};
     case MessageKind::Gradient:
-      return {at(s), at(s - 1)};
+      return {at(s), s >= 0 && s < n && !inputs[s].empty()
+                         ? placement[inputs[s].front()]
+                         : -1};
     case MessageKind::Qkv:
       return {at(s), find(attentionForward, s, m)};
     case MessageKind::AttentionOutput:
@@ -95,29 +131,29 @@ Edges crossRankEdges(const Problem &problem, const Where &where,
   };
   auto out = [&](MessageKind kind, int s, int m) {
     Message msg{kind, s, m};
-    int to = where.endpoints(msg).second;
-    if (to >= 0 && to != rank)
-      edges.outputs.push_back({msg, to});
+    for (int to : where.targets(msg))
+      if (to != rank)
+        edges.outputs.push_back({msg, to});
   };
   auto attention = [&](int s) {
     return s >= 0 && s < n && problem.stages[s].attention.has_value();
   };
   auto forwardHalf = [&](int s, int m) {
-    if (s > 0)
-      in(MessageKind::Activation, s - 1, m);
+    for (int i : where.inputs[s])
+      in(MessageKind::Activation, i, m);
     if (attention(s - 1))
       in(MessageKind::AttentionOutput, s - 1, m);
-    if (s + 1 < n)
+    if (!where.consumers[s].empty())
       out(MessageKind::Activation, s, m);
     if (attention(s))
       out(MessageKind::Qkv, s, m);
   };
   auto backwardHalf = [&](int s, int m) {
-    if (s + 1 < n)
-      in(MessageKind::Gradient, s + 1, m);
+    for (int c : where.consumers[s])
+      in(MessageKind::Gradient, c, m);
     if (attention(s))
       in(MessageKind::QkvGrad, s, m);
-    if (s > 0)
+    if (!where.inputs[s].empty())
       out(MessageKind::Gradient, s, m);
     if (attention(s - 1))
       out(MessageKind::AttentionOutputGrad, s - 1, m);
@@ -157,24 +193,29 @@ struct MessageLess {
 
 Program lower(const Problem &problem, const Schedule &schedule, bool group) {
   const int p = schedule.numRanks();
-  Where where(schedule.placement);
+  Where where(problem, schedule.placement);
   for (int r = 0; r < p; ++r)
     for (const Action &a : schedule.ranks[r])
       where.note(a, r);
-  // Per channel (from, to): messages in the order the receiver consumes them.
+  // Per channel (from, to): messages in the order the receiver consumes them
+  // (first use: on a branching pipeline two stages of a rank may take the
+  // same message).
   std::vector<std::vector<std::vector<Message>>> due(
       p, std::vector<std::vector<Message>>(p));
-  for (int r = 0; r < p; ++r)
+  for (int r = 0; r < p; ++r) {
+    std::set<Message, MessageLess> wanted;
     for (const Action &a : schedule.ranks[r])
       for (auto &[msg, from] : crossRankEdges(problem, where, a, r).inputs)
-        due[from][r].push_back(msg);
+        if (wanted.insert(msg).second)
+          due[from][r].push_back(msg);
+  }
 
   Program program;
   program.placement = schedule.placement;
   program.recompute = schedule.recompute;
   program.ranks.resize(p);
   for (int r = 0; r < p; ++r) {
-    std::set<Message, MessageLess> produced;
+    std::set<Message, MessageLess> produced, received;
     std::vector<size_t> next(p, 0);
     std::vector<CommOp> pending;
     auto flush = [&] {
@@ -194,7 +235,8 @@ Program lower(const Problem &problem, const Schedule &schedule, bool group) {
     for (const Action &a : schedule.ranks[r]) {
       Edges edges = crossRankEdges(problem, where, a, r);
       for (auto &[msg, from] : edges.inputs)
-        pending.push_back({false, from, msg});
+        if (received.insert(msg).second)
+          pending.push_back({false, from, msg});
       flush();
       program.ranks[r].push_back(Instruction::compute(a));
       for (auto &[msg, to] : edges.outputs)
@@ -338,7 +380,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
           return llvm::Error(std::move(e));
         });
 
-  Where where(program.placement);
+  Where where(problem, program.placement);
   for (int r = 0; r < p; ++r)
     for (const Instruction &instr : program.ranks[r])
       if (instr.kind == Instruction::Kind::Compute)
@@ -351,7 +393,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
   std::vector<std::vector<std::vector<Posted>>> sends(
       p, std::vector<std::vector<Posted>>(p)),
       recvs(p, std::vector<std::vector<Posted>>(p));
-  std::map<std::tuple<int, int, int, int, int>, bool> seen;
+  std::map<std::tuple<int, int, int, int, int, int>, bool> seen;
   for (int r = 0; r < p; ++r) {
     std::set<Message, MessageLess> produced, received;
     for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i) {
@@ -378,26 +420,35 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                           op.peer),
               site);
         const Message &msg = op.message;
-        auto [source, target] =
-            msg.stage >= 0 && msg.stage < problem.numStages() &&
-                    msg.microbatch >= 0 && msg.microbatch < problem.microbatches
-                ? where.endpoints(msg)
-                : std::pair<int, int>{-1, -1};
-        if (source < 0 || target < 0)
+        const bool valid = msg.stage >= 0 &&
+                           msg.stage < problem.numStages() &&
+                           msg.microbatch >= 0 &&
+                           msg.microbatch < problem.microbatches;
+        int source = valid ? where.endpoints(msg).first : -1;
+        llvm::SmallVector<int, 2> targets;
+        if (valid)
+          targets = where.targets(msg);
+        if (source < 0 || targets.empty())
           return scheduleError(fmt::format("{} is not a message of pipeline @{}",
                                            describeMessage(problem, msg),
                                            problem.name),
                                site);
         int from = op.isSend ? r : op.peer, to = op.isSend ? op.peer : r;
-        if (source != from || target != to)
+        if (source != from || !llvm::is_contained(targets, to)) {
+          std::string dests;
+          for (int t : targets)
+            dests += (dests.empty() ? "" : " or ") + std::to_string(t);
           return scheduleError(
               fmt::format("{} {} rank {}, but it goes from rank {} to rank {}",
                           describeMessage(problem, msg),
                           op.isSend ? "is sent to" : "is received from", op.peer,
-                          source, target),
+                          source, dests),
               site);
+        }
+        // A message goes once over each channel (a fan-out sends it to
+        // several ranks).
         auto key = std::make_tuple(op.isSend, static_cast<int>(msg.kind),
-                                   msg.stage, msg.microbatch, 0);
+                                   msg.stage, msg.microbatch, from, to);
         if (seen[key])
           return scheduleError(fmt::format("{} {} twice",
                                            describeMessage(problem, msg),

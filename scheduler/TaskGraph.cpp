@@ -341,6 +341,16 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
     return scheduleError(fmt::format("missing {} (and {} more actions)",
                                      firstMissing, missing - 1));
 
+  // The stage graph (a chain unless stages name inputs).
+  std::vector<std::vector<int>> inputs(numStages), consumers(numStages);
+  std::vector<double> gradientUnits(numStages);
+  for (int s = 0; s < numStages; ++s) {
+    inputs[s] = problem.inputsOf(s);
+    gradientUnits[s] = problem.gradientUnits(s);
+    for (int i : inputs[s])
+      if (i >= 0 && i < numStages)
+        consumers[i].push_back(s);
+  }
   // Dependencies, in task order; an overlapped task has both halves' edges.
   for (TaskId t = 0, e = static_cast<TaskId>(graph.numTasks()); t < e; ++t) {
     const Task &task = graph.task(t);
@@ -361,15 +371,22 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
       return grad >= 0 ? grad : index(s, m, ActionKind::Backward);
     };
     auto forwardDeps = [&](int s, int m) {
-      if (s > 0)
-        dependOn(index(s - 1, m, ActionKind::Forward), s - 1, m);
+      for (int i : inputs[s])
+        dependOn(index(i, m, ActionKind::Forward), i, m);
       if (hasAttention(s - 1))
         dependOn(index(s - 1, m, ActionKind::AttentionForward), s - 1, m);
     };
     auto inputGradDeps = [&](int s, int m) {
       dependOn(index(s, m, ActionKind::Forward), s, m);
-      if (s + 1 < numStages)
-        dependOn(gradientOf(s + 1, m), s, m);
+      // The gradient of s's output: from every consumer's backward, each
+      // sending its inputs' gradients in one message.
+      for (int c : consumers[s]) {
+        TaskId producer = gradientOf(c, m);
+        assert(producer >= 0 && "coverage checked above");
+        deps.push_back({producer, problem.transferTimeOfUnits(
+                                      graph.task(producer).rank, task.rank,
+                                      gradientUnits[c], m)});
+      }
       if (hasAttention(s))
         dependOn(index(s, m, ActionKind::AttentionBackward), s, m);
     };

@@ -126,7 +126,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest);
   Fastest fastest(problem);
-  fastest.add(zeroBubbleChain(problem, placement, limits));
+  // The papers' heuristic is built on a chain; a branching pipeline gets
+  // the list scheduler alone.
+  if (problem.isChain())
+    fastest.add(zeroBubbleChain(problem, placement, limits));
   fastest.add(zeroBubble(
       problem, placement, [&](int k) { return p - k - 1; }, limits));
   return fastest.take();
@@ -143,7 +146,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest * (2.0 * p - 1) / p);
   Fastest fastest(problem);
-  fastest.add(zeroBubbleChain(problem, placement, limits));
+  // The papers' heuristic is built on a chain; a branching pipeline gets
+  // the list scheduler alone.
+  if (problem.isChain())
+    fastest.add(zeroBubbleChain(problem, placement, limits));
   fastest.add(zeroBubble(
       problem, placement, [&](int k) { return 2 * (p - k) - 2; }, limits));
   return fastest.take();

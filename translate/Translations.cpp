@@ -117,6 +117,12 @@ static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
                                model.program ? SiteSpace::Instructions
                                              : SiteSpace::Actions);
     os << *csv;
+    if (!model.problem.isChain())
+      s.emitWarning() << "pipeline @" << model.problem.name
+                      << " branches (inputs(...)): the CSV lists its stages "
+                         "in topological order, but torch.distributed."
+                         "pipelining passes one tensor from each stage to "
+                         "the next, so torch cannot run this schedule";
     // The CSV has no cell for recomputation: say how torch runs it.
     if (model.schedule.recompute.any()) {
       llvm::Expected<std::vector<int>> stages =

@@ -484,6 +484,12 @@ static int run(int rank) {
   if (!plan)
     return fail(plan.takeError());
   training.model.microbatches = plan->microbatches;
+  if (train && !plan->stageInputs.empty())
+    return fail(createStringError(
+        inconvertibleErrorCode(),
+        "training a branching pipeline (inputs(...)) is not built yet: the "
+        "reference model is a chain of transformer layers; run the plan "
+        "without --train (the timed kernel) or train a chain"));
   if (train && !plan->lengths.empty()) {
     // Each microbatch trains at its own sequence length; messages and the
     // position table are sized for the longest.
