@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <random>
 
@@ -111,6 +112,93 @@ std::vector<int> balancedBlocks(const Problem &problem) {
   return placement;
 }
 
+/// A branching pipeline's placement with its branches beside the trunk:
+/// the trunk (the chain of stages that ends at the loss, back to where
+/// branches join) in balanced contiguous blocks over all ranks, then each
+/// stage before it (the encoders and embeddings that feed it), heaviest
+/// first, on the least loaded rank, the later one on ties: a later rank's
+/// trunk starts later, so a feeder there runs in its warm-up bubble (as
+/// Optimus puts encoders into the LLM's bubbles). With \p vTrunk, the
+/// trunk's 2p stages go in a V instead (two per rank, as zb-v places
+/// them). Empty for a chain or when the trunk does not fit.
+std::vector<int> branchesBeside(const Problem &problem, bool vTrunk) {
+  const int n = problem.numStages(), p = problem.ranks;
+  if (problem.isChain())
+    return {};
+  int first = n - 1;
+  while (first > 0) {
+    std::vector<int> in = problem.inputsOf(first);
+    if (in.size() != 1 || in[0] != first - 1 ||
+        problem.consumersOf(first - 1).size() != 1)
+      break;
+    --first;
+  }
+  if (first == 0)
+    return {};
+  auto work = [&](int s) {
+    const Stage &st = problem.stages[s];
+    return st.forward + st.backward();
+  };
+  const int trunk = n - first;
+  const int blocks = std::min(trunk, p);
+  std::vector<double> prefix(trunk + 1, 0.0);
+  for (int k = 0; k < trunk; ++k)
+    prefix[k + 1] = prefix[k] + work(first + k);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(blocks + 1,
+                                        std::vector<double>(trunk + 1, inf));
+  std::vector<std::vector<int>> cut(blocks + 1, std::vector<int>(trunk + 1, 0));
+  best[0][0] = 0.0;
+  for (int k = 1; k <= blocks; ++k)
+    for (int i = k; i <= trunk - (blocks - k); ++i)
+      for (int j = k - 1; j < i; ++j) {
+        double c = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (c < best[k][i]) {
+          best[k][i] = c;
+          cut[k][i] = j;
+        }
+      }
+  std::vector<int> placement(n, 0);
+  std::vector<double> load(p, 0.0);
+  if (vTrunk) {
+    // Two trunk stages per rank in a V (stage k on rank k, then back).
+    if (trunk != 2 * p)
+      return {};
+    for (int k = 0; k < trunk; ++k) {
+      int r = k < p ? k : 2 * p - 1 - k;
+      placement[first + k] = r;
+      load[r] += work(first + k);
+    }
+  }
+  for (int k = vTrunk ? 0 : blocks, i = trunk; k >= 1; --k) {
+    int j = cut[k][i];
+    for (int t = j; t < i; ++t) {
+      placement[first + t] = k - 1;
+      load[k - 1] += work(first + t);
+    }
+    i = j;
+  }
+  std::vector<int> feeders(first);
+  std::iota(feeders.begin(), feeders.end(), 0);
+  std::stable_sort(feeders.begin(), feeders.end(),
+                   [&](int a, int b) { return work(a) > work(b); });
+  for (int s : feeders) {
+    int r = p - 1;
+    for (int q = p - 1; q >= 0; --q)
+      if (load[q] < load[r] - 1e-12)
+        r = q;
+    placement[s] = r;
+    load[r] += work(s);
+  }
+  // Every rank must host a stage.
+  std::vector<bool> used(p, false);
+  for (int r : placement)
+    used[r] = true;
+  if (std::find(used.begin(), used.end(), false) != used.end())
+    return {};
+  return placement;
+}
+
 std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
   std::vector<NamedPlacement> result;
   if (problem.isPinned()) {
@@ -137,6 +225,12 @@ std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
     else
       llvm::consumeError(v.takeError());
   }
+  std::vector<int> beside = branchesBeside(problem, /*vTrunk=*/false);
+  if (!beside.empty())
+    result.push_back({"branches beside the trunk", beside});
+  std::vector<int> besideV = branchesBeside(problem, /*vTrunk=*/true);
+  if (!besideV.empty())
+    result.push_back({"branches beside a V trunk", besideV});
   return result;
 }
 
@@ -376,6 +470,20 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
         ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
     search.consider(generateSchedule(problem, {kind}),
                     scheduleKindName(kind).str());
+  // A branching pipeline also gets the chain kinds on its stages in the
+  // order written: a chain's dependencies imply the graph's (an input is
+  // written before its consumer), so their schedules run on the graph,
+  // which only loosens them.
+  if (!problem.isChain()) {
+    Problem chain = problem;
+    for (Stage &st : chain.stages)
+      st.inputs.reset();
+    for (ScheduleKind kind :
+         {ScheduleKind::ZBV, ScheduleKind::DualPipeV, ScheduleKind::ZBH1,
+          ScheduleKind::Interleaved1F1B})
+      search.consider(generateSchedule(chain, {kind}),
+                      scheduleKindName(kind).str() + " on the stages in order");
+  }
 
   // The V heuristic planned for more link latency than there is (more
   // slack in its offsets and W fills), then simulated with the real one.
