@@ -171,6 +171,26 @@ llvm::Expected<RunReport> stagecraft::runtime::runRankThreads(
 }
 
 #ifdef STAGECRAFT_HAVE_MPI
+Clock::time_point stagecraft::runtime::commonStart() {
+  int size = 0, nodeSize = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  MPI_Comm_size(node, &nodeSize);
+  MPI_Comm_free(&node);
+  MPI_Barrier(MPI_COMM_WORLD);
+  Clock::time_point start = Clock::now();
+  if (nodeSize != size)
+    return start;
+  // One host: one monotonic clock, so rank 0's reading is everyone's
+  // origin (a process that left the barrier late would otherwise measure
+  // from later and see its actions early).
+  int64_t origin = start.time_since_epoch().count();
+  MPI_Bcast(&origin, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  return Clock::time_point(Clock::duration(origin));
+}
+
 llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
                                                       const RunOptions &options) {
   int rank = 0, size = 0;
@@ -184,9 +204,9 @@ llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
                                       options.commandLine)));
   std::unique_ptr<Communicator> comm = createMpiCommunicator();
   ProgressMonitor monitor(size, options.timeout);
-  MPI_Barrier(MPI_COMM_WORLD);
+  Clock::time_point start = commonStart();
   llvm::Expected<RankResult> result =
-      executeRank(plan, rank, *comm, monitor, Clock::now(), options.exec);
+      executeRank(plan, rank, *comm, monitor, start, options.exec);
   if (!result)
     return result.takeError();
   return gatherMpiReport(std::move(*result));

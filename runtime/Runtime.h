@@ -59,6 +59,11 @@ llvm::Expected<RunReport> runLocal(const sched::Plan &plan,
 llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
                                  const RunOptions &options);
 
+/// The time origin of every process's measurements (collective): after a
+/// barrier, rank 0's clock reading when every process runs on one host
+/// (one monotonic clock), else each process's own.
+Clock::time_point commonStart();
+
 /// Every process's result gathered on rank 0 (collective): the whole
 /// report there, this process's own result elsewhere.
 RunReport gatherMpiReport(RankResult mine);
