@@ -214,12 +214,12 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
     for (int i : *stage.inputs) {
       if (i < 0 || i >= s)
         return fail(fmt::format(
-            "stage @{}: input #{} is {}; a stage takes outputs of stages "
-            "written before it (the stage graph is acyclic)",
-            stage.name, i,
+            "stage @{}: input {} is not a stage written before it (a stage "
+            "takes outputs of earlier stages, so the stage graph is acyclic)",
+            stage.name,
             i >= 0 && i < problem.numStages()
                 ? "@" + problem.stages[i].name
-                : std::to_string(i)));
+                : "#" + std::to_string(i)));
       if (std::find(seen.begin(), seen.end(), i) != seen.end())
         return fail(fmt::format("stage @{}: input @{} is named twice",
                                 stage.name, problem.stages[i].name));

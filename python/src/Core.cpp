@@ -218,6 +218,10 @@ NB_MODULE(_core, m) {
               "with Problem.lengths: costs grow as scaling_linear l + "
               "scaling_quadratic l^2")
       .def_rw("scaling_quadratic", &Stage::scalingQuadratic)
+      .def_rw("inputs", &Stage::inputs,
+              "a branching pipeline: the indices of the (earlier) stages "
+              "whose outputs this stage takes; None: the previous stage; "
+              "[]: a source")
       .def("__repr__", [](const Stage &s) {
         return fmt::format("Stage(forward={}, backward_input={}, "
                            "backward_weight={}, activation={}, "
@@ -253,6 +257,9 @@ NB_MODULE(_core, m) {
           "schedules recompute to fit it.")
       .def_rw("name", &Problem::name)
       .def_rw("ranks", &Problem::ranks)
+      .def("is_chain", &Problem::isChain,
+           "whether every stage takes the previous one's output (no "
+           "branching inputs)")
       .def_rw("microbatches", &Problem::microbatches)
       .def_rw("latency", &Problem::latency)
       .def_rw("stages", &Problem::stages)

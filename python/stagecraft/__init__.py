@@ -51,6 +51,9 @@ def to_mlir(problem: Problem) -> str:
     lines = [head]
     for k, s in enumerate(problem.stages):
         line = (f"  pipe.stage @{s.name or f's{k}'}")
+        if s.inputs is not None:
+            names = [problem.stages[i].name or f"s{i}" for i in s.inputs]
+            line += " inputs(" + ", ".join("@" + n for n in names) + ")"
         if s.rank is not None:
             line += f" rank({s.rank})"
         if s.layers:

@@ -72,6 +72,11 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     locally.
     """
     _check_kind(kind)
+    if not problem.is_chain():
+        raise ScheduleError(
+            f"pipeline @{problem.name} branches (Stage.inputs): torch's "
+            "pipelining passes one tensor from each stage to the next, so it "
+            "cannot run a graph of stages")
     if kind != "auto" or not dist.is_initialized():
         return _schedule(problem, kind=kind, memory_limit=memory_limit,
                          time_limit=time_limit, chunks=chunks,

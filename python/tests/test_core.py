@@ -246,3 +246,36 @@ def test_auto_may_reorder_microbatches():
     assert sorted(s.microbatch_order) == list(range(8))
     assert s.problem.lengths == [float(lengths[k]) for k in s.microbatch_order]
     assert s.makespan < given.makespan
+
+
+def test_branching_pipeline(tmp_path):
+    # The diamond of test/passes/Inputs/diamond.mlir: src feeds a0 -> a1 and
+    # b0 (twice as long); join takes a1 and b0. Its figures match the
+    # dialect's (test/passes/pipe-schedule-graph.mlir), the chain kinds
+    # refuse it, the spec keeps the graph, torch refuses it.
+    def st(name, cost, inputs=None):
+        s = sc.Stage(forward=cost, backward_input=cost, backward_weight=cost,
+                     name=name)
+        s.inputs = inputs
+        return s
+    stages = [st("src", 1.0), st("a0", 1.0), st("a1", 1.0),
+              st("b0", 2.0, [0]), st("join", 1.0, [2, 3]), st("head", 1.0)]
+    p = sc.Problem(ranks=4, microbatches=6, latency=0.1, stages=stages)
+    assert not p.is_chain()
+    assert p.stages[4].inputs == [2, 3]
+    assert sc.schedule(p, kind="1f1b").makespan == pytest.approx(60.6)
+    assert sc.schedule(p, kind="auto", time_limit=1.0).makespan == \
+        pytest.approx(39.2)
+    with pytest.raises(sc.ScheduleError, match="is built on a chain"):
+        sc.schedule(p, kind="zb-v")
+    path = tmp_path / "diamond.mlir"
+    path.write_text(p.to_mlir())
+    assert "pipe.stage @join inputs(@a1, @b0)" in path.read_text()
+    loaded = sc.load(str(path))
+    assert loaded.stages[3].inputs == [0]
+    assert loaded.stages[4].inputs == [2, 3]
+    assert loaded.stages[5].inputs is None
+    with pytest.raises(sc.ScheduleError, match="@b: input @b is not a stage "
+                       "written before it"):
+        sc.Problem(ranks=2, microbatches=2,
+                   stages=[st("a", 1.0), st("b", 1.0, [1])]).validate()

@@ -172,3 +172,13 @@ def test_torchs_csv_loader_accepts_every_kind(tmp_path, kind, comms):
     else:
         for r in range(ranks):
             assert [str(a) for a in runtime.pipeline_order[r]] == plan.actions(r)
+
+
+def test_a_branching_pipeline_is_refused():
+    # torch's pipelining passes one tensor from each stage to the next.
+    stages = [sc.Stage(name=n) for n in ("a", "b", "c")]
+    stages[2].inputs = [0, 1]
+    stages[1].inputs = []
+    p = sc.Problem(ranks=3, microbatches=3, stages=stages)
+    with pytest.raises(sc.ScheduleError, match="cannot run a graph of stages"):
+        sct.plan(p, kind="1f1b")

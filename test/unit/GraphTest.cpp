@@ -161,7 +161,8 @@ TEST(Graph, ChainKindsRefuseAGraph) {
 TEST(Graph, TheGraphRulesAreChecked) {
   Problem problem = uniformProblem(2, 2, 4);
   problem.stages[1].inputs = std::vector<int>{2};
-  EXPECT_NE(errorMessage(validateProblem(problem)).find("written before it"),
+  EXPECT_NE(errorMessage(validateProblem(problem))
+                .find("stage @s1: input @s2 is not a stage written before it"),
             std::string::npos);
   problem.stages[1].inputs = std::vector<int>{0, 0};
   EXPECT_NE(errorMessage(validateProblem(problem)).find("named twice"),
