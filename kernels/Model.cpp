@@ -182,6 +182,7 @@ struct Stage::Impl {
 
   void add(const std::string &name) {
     params.push_back(initialParameter(c, name));
+    params.back().name = c.prefix + name;
   }
 
   // The block functions take the microbatch's shape, \p c.

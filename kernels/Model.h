@@ -45,6 +45,9 @@ struct ModelConfig {
   /// The microbatch whose data each position computes (auto's microbatch
   /// order); empty: its own.
   std::vector<int> order;
+  /// Prepended to every parameter name (a branch of a branching model:
+  /// its parameters apart from the trunk's).
+  std::string prefix;
 
   int tokens() const { return batch * sequence; }
   /// The shape microbatch \p mb computes: `sequence` is its length.

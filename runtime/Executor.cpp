@@ -96,6 +96,45 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
   }
   int first = 0;
   models.metered = true;
+  models.batch = train.model.batch;
+  models.hidden = train.model.hidden;
+  if (!plan.stageInputs.empty()) {
+    // A branching model: each stage its own shape, branch and layers.
+    models.graph = stageGraph(plan, train.model.sequence);
+    const StageGraph &g = models.graph;
+    for (int s = 0; s < n; ++s) {
+      int layers = plan.stageLayers[s];
+      if (layers < 1)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            fmt::format("stage @{} has no layers(N); training needs the "
+                        "layer count of every stage",
+                        plan.stageNames[s]));
+      if (rank >= 0 && plan.placement[s] != rank)
+        continue;
+      kernels::ModelConfig c = train.model;
+      c.sequence = g.sequence[s];
+      c.seed = train.model.seed + 7919 * static_cast<uint64_t>(g.branch[s]);
+      c.prefix = fmt::format("b{}.", g.branch[s]);
+      // The factory's roles: index 0 embeds, index numStages - 1 has the
+      // loss.
+      const bool source = g.inputs[s].empty(), last = s == n - 1;
+      int index = source ? 0 : 1;
+      int count = last ? index + 1 : 3;
+      llvm::Expected<std::unique_ptr<kernels::LayerStage>> stage =
+          where.make(c, index, count, g.firstLayer[s], layers);
+      if (!stage)
+        return stage.takeError();
+      std::vector<kernels::Recompute> recompute(plan.microbatches);
+      for (int m = 0; m < plan.microbatches; ++m)
+        recompute[m] = static_cast<kernels::Recompute>(plan.recompute.at(s, m));
+      (*stage)->setRecompute(std::move(recompute));
+      models.metered &= (*stage)->setMeter(models.meter.get());
+      models.stages[s] = stage->get();
+      models.all.emplace_back(s, std::move(*stage));
+    }
+    return models;
+  }
   for (int s = 0; s < n; ++s) {
     int layers = s < static_cast<int>(plan.stageLayers.size())
                      ? plan.stageLayers[s]
@@ -281,7 +320,11 @@ stagecraft::runtime::hostStagesFor(const TrainOptions &train) {
 }
 
 llvm::Error stagecraft::runtime::checkTrainingBuffers(
-    const sched::Plan &plan, int rank, const kernels::ModelConfig &model) {
+    const sched::Plan &plan, int rank, const kernels::ModelConfig &base) {
+  // A branching model's longest sequence (a join's) sizes its messages.
+  kernels::ModelConfig model = base;
+  if (!plan.stageInputs.empty())
+    model.sequence = stageGraph(plan, base.sequence).longest();
   for (const sched::PlanOp &op : plan.ranks[rank].ops)
     if (op.kind == sched::PlanOp::Kind::Send ||
         op.kind == sched::PlanOp::Kind::Recv)
@@ -317,13 +360,30 @@ llvm::Error stagecraft::runtime::runLayerCompute(
   auto stage = [&](int s) -> kernels::LayerStage & {
     return *models.stages.at(s);
   };
+  const StageGraph &g = models.graph;
   auto forward = [&](int s, int mb) {
-    stage(s).forward(mb, findMessage(op.reads, BK::Activation, s - 1, payload),
-                     findMessage(op.writes, BK::Activation, s, payload));
+    const float *in =
+        g.empty() ? findMessage(op.reads, BK::Activation, s - 1, payload)
+                  : gatherInput(
+                        g, s, models.batch, models.hidden,
+                        [&](int i) {
+                          return findMessage(op.reads, BK::Activation, i,
+                                             payload);
+                        },
+                        models.inputScratch);
+    stage(s).forward(mb, in, findMessage(op.writes, BK::Activation, s, payload));
   };
   auto input = [&](int s, int mb) {
-    stage(s).backwardInput(mb,
-                           findMessage(op.reads, BK::Gradient, s + 1, payload),
+    const float *grad =
+        g.empty() ? findMessage(op.reads, BK::Gradient, s + 1, payload)
+                  : gatherOutputGradient(
+                        g, s, models.batch, models.hidden,
+                        [&](int c) {
+                          return findMessage(op.reads, BK::Gradient, c,
+                                             payload);
+                        },
+                        models.gradientScratch);
+    stage(s).backwardInput(mb, grad,
                            findMessage(op.writes, BK::Gradient, s, payload));
   };
   switch (a.kind) {
@@ -351,6 +411,96 @@ llvm::Error stagecraft::runtime::runLayerCompute(
                                    "attention tasks need a helix plan");
   }
   return llvm::Error::success();
+}
+
+StageGraph stagecraft::runtime::stageGraph(const sched::Plan &plan,
+                                          int sequence) {
+  StageGraph g;
+  const int n = static_cast<int>(plan.stageInputs.size());
+  if (n == 0)
+    return g;
+  g.inputs = plan.stageInputs;
+  g.consumers.resize(n);
+  for (int s = 0; s < n; ++s)
+    for (int i : g.inputs[s])
+      g.consumers[i].push_back(s);
+  g.sequence.assign(n, 0);
+  g.branch.assign(n, 0);
+  g.firstLayer.assign(n, 0);
+  int branches = 0;
+  for (int s = 0; s < n; ++s) {
+    const std::vector<int> &in = g.inputs[s];
+    for (int i : in)
+      g.sequence[s] += g.sequence[i];
+    if (in.empty())
+      g.sequence[s] = sequence;
+    // A stage goes on with its input's branch when it is that input's
+    // only consumer; sources, joins and the second branch of a fan-out
+    // start one of their own.
+    if (in.size() == 1 && g.consumers[in[0]].size() == 1) {
+      g.branch[s] = g.branch[in[0]];
+      g.firstLayer[s] = g.firstLayer[in[0]] + plan.stageLayers[in[0]];
+    } else {
+      g.branch[s] = branches++;
+    }
+  }
+  return g;
+}
+
+int StageGraph::longest() const {
+  return sequence.empty() ? 0
+                          : *std::max_element(sequence.begin(), sequence.end());
+}
+
+const float *stagecraft::runtime::gatherInput(
+    const StageGraph &g, int s, int batch, int hidden,
+    llvm::function_ref<const float *(int)> outputOf,
+    std::vector<float> &scratch) {
+  const std::vector<int> &in = g.inputs[s];
+  if (in.empty())
+    return nullptr;
+  if (in.size() == 1)
+    return outputOf(in[0]);
+  const size_t row = static_cast<size_t>(g.sequence[s]) * hidden;
+  scratch.assign(row * batch, 0.0f);
+  size_t at = 0;
+  for (int i : in) {
+    const float *src = outputOf(i);
+    const size_t part = static_cast<size_t>(g.sequence[i]) * hidden;
+    for (int b = 0; b < batch; ++b)
+      std::copy(src + b * part, src + (b + 1) * part,
+                scratch.begin() + b * row + at);
+    at += part;
+  }
+  return scratch.data();
+}
+
+const float *stagecraft::runtime::gatherOutputGradient(
+    const StageGraph &g, int s, int batch, int hidden,
+    llvm::function_ref<const float *(int)> gradientOf,
+    std::vector<float> &scratch) {
+  const std::vector<int> &out = g.consumers[s];
+  if (out.empty())
+    return nullptr;
+  const size_t part = static_cast<size_t>(g.sequence[s]) * hidden;
+  if (out.size() == 1 && g.inputs[out[0]].size() == 1)
+    return gradientOf(out[0]);
+  scratch.assign(part * batch, 0.0f);
+  for (int c : out) {
+    // s's place in c's input, along the sequence.
+    size_t at = 0;
+    for (int i : g.inputs[c]) {
+      if (i == s)
+        break;
+      at += static_cast<size_t>(g.sequence[i]) * hidden;
+    }
+    const size_t row = static_cast<size_t>(g.sequence[c]) * hidden;
+    const float *src = gradientOf(c);
+    for (int b = 0; b < batch; ++b)
+      for (size_t k = 0; k < part; ++k)
+        scratch[b * part + k] += src[b * row + at + k];
+  }
+  return scratch.data();
 }
 
 std::vector<Straggler>
@@ -973,7 +1123,7 @@ std::vector<double>
 stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
                                             const kernels::ModelConfig &model) {
   const int n = static_cast<int>(plan.stageNames.size());
-  if (!model.lengths.empty())
+  if (!model.lengths.empty() || !plan.stageInputs.empty())
     return {};
   for (bool attention : plan.stageAttention)
     if (attention)

@@ -185,6 +185,40 @@ std::vector<double> plannedActivationPeaks(const sched::Plan &plan,
 /// V: 3 x tokens x hidden floats) plus room for the tags around it.
 int64_t trainingMessageBytes(const kernels::ModelConfig &model);
 
+/// A branching plan's model (plan.stageInputs): the reference model's
+/// pieces joined as a graph. Each source stage embeds its own tokens
+/// (`--seq` of them per sequence, its own embedding table: an image branch
+/// embeds patch codes, a text branch words); a stage with several inputs
+/// takes their outputs concatenated along the sequence, in input order;
+/// the last stage's head and loss cover its whole sequence. Branches are
+/// chains of stages with their own parameters (names prefixed `b<k>.`,
+/// seeds apart) and layer numbers.
+struct StageGraph {
+  std::vector<std::vector<int>> inputs, consumers;
+  /// Each stage's sequence length (its input's, and its output's).
+  std::vector<int> sequence;
+  std::vector<int> branch, firstLayer;
+  /// Empty: the plan is a chain.
+  bool empty() const { return inputs.empty(); }
+  int longest() const;
+};
+StageGraph stageGraph(const sched::Plan &plan, int sequence);
+
+/// The input of stage \p s of \p graph for one microbatch (batch rows of
+/// sequence x hidden floats): its inputs' outputs (\p outputOf) side by
+/// side along the sequence, into \p scratch; the input's own buffer when
+/// there is one input, null for a source.
+const float *gatherInput(const StageGraph &graph, int s, int batch, int hidden,
+                         llvm::function_ref<const float *(int)> outputOf,
+                         std::vector<float> &scratch);
+/// The gradient of stage \p s's output: the sum over its consumers c of
+/// c's slice for s of c's input gradient (\p gradientOf(c)), into
+/// \p scratch (null for the last stage).
+const float *gatherOutputGradient(const StageGraph &graph, int s, int batch,
+                                  int hidden,
+                                  llvm::function_ref<const float *(int)> gradientOf,
+                                  std::vector<float> &scratch);
+
 /// The model pieces of a rank: per stage, a layer-wise Stage or, for a
 /// HelixPipe plan (attention after the stages), a HelixBlock.
 struct RankModels {
@@ -196,6 +230,10 @@ struct RankModels {
   std::shared_ptr<kernels::ActivationMeter> meter =
       std::make_shared<kernels::ActivationMeter>();
   bool metered = false;
+  /// A branching plan's graph (empty for a chain).
+  StageGraph graph;
+  int batch = 1, hidden = 1;
+  std::vector<float> inputScratch, gradientScratch;
 };
 
 /// Builds the models of \p rank's stages (all stages when \p rank < 0),

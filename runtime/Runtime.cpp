@@ -74,6 +74,63 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   for (auto &[index, stage] : models.stages)
     stages.push_back(stage);
   const int n = static_cast<int>(stages.size());
+  if (!models.graph.empty()) {
+    // A branching model: per microbatch, the forwards in the order written
+    // (inputs first), then the backwards in reverse, each stage's input and
+    // output gradient gathered as the pipelined run gathers them.
+    if (where.where != "host")
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "a branching model trains on the host (local, mpi) only");
+    const StageGraph &g = models.graph;
+    const int batch = train.model.batch, hidden = train.model.hidden;
+    std::vector<std::vector<float>> outputs(n), gradients(n);
+    std::vector<float> in, grad;
+    RunReport report;
+    RankResult result;
+    Clock::time_point start = Clock::now();
+    auto pass = [&]() -> llvm::Error {
+      for (int mb = 0; mb < plan.microbatches; ++mb) {
+        for (int s = 0; s < n; ++s) {
+          outputs[s].assign(static_cast<size_t>(batch) * g.sequence[s] * hidden,
+                            0.0f);
+          stages[s]->forward(
+              mb,
+              gatherInput(g, s, batch, hidden,
+                          [&](int i) { return outputs[i].data(); }, in),
+              s + 1 < n ? outputs[s].data() : nullptr);
+        }
+        for (int s = n - 1; s >= 0; --s) {
+          // The gradient of s's input: its inputs' outputs side by side.
+          gradients[s].assign(static_cast<size_t>(batch) * g.sequence[s] *
+                                  hidden,
+                              0.0f);
+          stages[s]->backwardInput(
+              mb,
+              gatherOutputGradient(g, s, batch, hidden,
+                                   [&](int c) { return gradients[c].data(); },
+                                   grad),
+              g.inputs[s].empty() ? nullptr : gradients[s].data());
+          stages[s]->backwardWeight(mb);
+        }
+      }
+      for (kernels::LayerStage *stage : stages)
+        if (llvm::Error err = stage->status())
+          return err;
+      return llvm::Error::success();
+    };
+    TrainHooks hooks;
+    hooks.firstStep = &result.firstStep;
+    hooks.resumeSeconds = &result.resumeSeconds;
+    if (llvm::Error err =
+            trainSteps(plan, models, train, pass, result.losses, hooks))
+      return std::move(err);
+    result.wall = std::chrono::duration<double>(Clock::now() - start).count();
+    result.busy = result.wall;
+    report.ranks.push_back(std::move(result));
+    finish(report);
+    return report;
+  }
   // Two message buffers where the stages compute.
   kernels::MessageBuffer ma = allocateMessage(where, train.model.messageBytes()),
                          mb = allocateMessage(where, train.model.messageBytes());
@@ -369,12 +426,16 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                            r.rank < static_cast<int>(planned.size())
                                ? planned[r.rank]
                                : 0.0);
-    } else if (measured && !options.exec.train->model.lengths.empty()) {
+    } else if (measured && (!options.exec.train->model.lengths.empty() ||
+                            !plan.stageInputs.empty())) {
       // The plan scales a stage's activation linearly with the length; the
       // model's attention scores grow with its square, so no planned
       // figure is printed to compare with.
-      out += "activation memory per rank, bytes (microbatches of different "
-             "lengths: measured only):\n";
+      out += fmt::format("activation memory per rank, bytes ({}: measured "
+                         "only):\n",
+                         plan.stageInputs.empty()
+                             ? "microbatches of different lengths"
+                             : "a branching model");
       for (const RankResult &r : report.ranks)
         out += fmt::format("{:>5}  {:>14}\n", r.rank, r.activationPeak);
     } else {
@@ -399,9 +460,14 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                          "stderr)\n",
                          report.stoppedAt, t.steps);
     // Tokens of one step: each microbatch's own with lengths(...).
-    double perStep = static_cast<double>(plan.microbatches) * t.model.tokens();
+    // A branching model's microbatch: the tokens its last stage sees.
+    const int perMicrobatch =
+        plan.stageInputs.empty()
+            ? t.model.tokens()
+            : t.model.batch * stageGraph(plan, t.model.sequence).sequence.back();
+    double perStep = static_cast<double>(plan.microbatches) * perMicrobatch;
     std::string shape = fmt::format("{} microbatches x {} tokens",
-                                    plan.microbatches, t.model.tokens());
+                                    plan.microbatches, perMicrobatch);
     if (!t.model.lengths.empty()) {
       perStep = 0.0;
       for (int l : t.model.lengths)

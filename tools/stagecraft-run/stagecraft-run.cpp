@@ -484,12 +484,31 @@ static int run(int rank) {
   if (!plan)
     return fail(plan.takeError());
   training.model.microbatches = plan->microbatches;
-  if (train && !plan->stageInputs.empty())
-    return fail(createStringError(
-        inconvertibleErrorCode(),
-        "training a branching pipeline (inputs(...)) is not built yet: the "
-        "reference model is a chain of transformer layers; run the plan "
-        "without --train (the timed kernel) or train a chain"));
+  if (train && !plan->stageInputs.empty()) {
+    // A branching model (StageGraph): the reference model's pieces joined
+    // along the sequence, on the host.
+    auto refuse = [&](const std::string &why) {
+      return fail(createStringError(inconvertibleErrorCode(),
+                                    "training a branching pipeline: " + why));
+    };
+    if (modelCode == "device" || backend == "cuda")
+      return refuse("it trains the reference model on the host (local and "
+                    "mpi), not the device model");
+    if (!plan->lengths.empty())
+      return refuse("microbatches of different lengths are not combined "
+                    "with branches yet");
+    // Messages hold the longest sequence (a join's).
+    if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
+      stagecraft::kernels::ModelConfig longest = training.model;
+      longest.sequence = stagecraft::runtime::stageGraph(*plan, sequence)
+                             .longest();
+      if (Error err = longest.validate())
+        return fail(std::move(err));
+      plan = loadInput(stagecraft::runtime::trainingMessageBytes(longest));
+      if (!plan)
+        return fail(plan.takeError());
+    }
+  }
   if (train && !plan->lengths.empty()) {
     // Each microbatch trains at its own sequence length; messages and the
     // position table are sized for the longest.
