@@ -10,15 +10,16 @@
 // Tests a branching pipeline (Inputs/diamond.mlir): gpipe, 1f1b and zb-h1
 // place the stages in contiguous blocks in the order written (so both
 // branches share rank 1); auto places the branches side by side (the long
-// @b0 alone on a rank) and reaches its lower bound, 39.2, so its schedule
-// is optimal. The chain kinds refuse the graph with one line.
+// @b0 alone on a rank), 39.2 against 56.1 for zb-h1, 2.9 % above the
+// lowest lower bound over the placements it tries (38.1). The chain kinds
+// refuse the graph with one line.
 // GPIPE: makespan = 66.6{{0*[0-9]*}} : f64
 // ONEF: makespan = 6.060000e+01
 // ONEF: pipe.rank 0 stages [@src, @a0]
 // ONEF-NEXT: pipe.forward @src mb 0
 // ONEF-NEXT: pipe.forward @a0 mb 0
 // ZBH1: makespan = 5.610000e+01
-// AUTO: lower_bound = 3.920000e+01 : f64, makespan = 3.920000e+01
+// AUTO: lower_bound = 3.810000e+01 : f64, makespan = 3.920000e+01
 // AUTO: pipe.rank 0 stages [@src]
 // AUTO: pipe.rank 1 stages [@a0, @a1]
 // AUTO: pipe.rank 2 stages [@b0]
