@@ -98,43 +98,10 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
   models.metered = true;
   models.batch = train.model.batch;
   models.hidden = train.model.hidden;
-  if (!plan.stageInputs.empty()) {
-    // A branching model: each stage its own shape, branch and layers.
+  // A branching model: each stage its own shape, branch and layers.
+  if (!plan.stageInputs.empty())
     models.graph = stageGraph(plan, train.model.sequence);
-    const StageGraph &g = models.graph;
-    for (int s = 0; s < n; ++s) {
-      int layers = plan.stageLayers[s];
-      if (layers < 1)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            fmt::format("stage @{} has no layers(N); training needs the "
-                        "layer count of every stage",
-                        plan.stageNames[s]));
-      if (rank >= 0 && plan.placement[s] != rank)
-        continue;
-      kernels::ModelConfig c = train.model;
-      c.sequence = g.sequence[s];
-      c.seed = train.model.seed + 7919 * static_cast<uint64_t>(g.branch[s]);
-      c.prefix = fmt::format("b{}.", g.branch[s]);
-      // The factory's roles: index 0 embeds, index numStages - 1 has the
-      // loss.
-      const bool source = g.inputs[s].empty(), last = s == n - 1;
-      int index = source ? 0 : 1;
-      int count = last ? index + 1 : 3;
-      llvm::Expected<std::unique_ptr<kernels::LayerStage>> stage =
-          where.make(c, index, count, g.firstLayer[s], layers);
-      if (!stage)
-        return stage.takeError();
-      std::vector<kernels::Recompute> recompute(plan.microbatches);
-      for (int m = 0; m < plan.microbatches; ++m)
-        recompute[m] = static_cast<kernels::Recompute>(plan.recompute.at(s, m));
-      (*stage)->setRecompute(std::move(recompute));
-      models.metered &= (*stage)->setMeter(models.meter.get());
-      models.stages[s] = stage->get();
-      models.all.emplace_back(s, std::move(*stage));
-    }
-    return models;
-  }
+  const StageGraph &g = models.graph;
   for (int s = 0; s < n; ++s) {
     int layers = s < static_cast<int>(plan.stageLayers.size())
                      ? plan.stageLayers[s]
@@ -146,8 +113,19 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
                       "count of every stage",
                       plan.stageNames[s]));
     if (rank < 0 || plan.placement[s] == rank) {
+      kernels::ModelConfig c = train.model;
+      // The factory's roles: index 0 embeds, index count - 1 has the loss.
+      int index = s, count = n, firstLayer = first;
+      if (!g.empty()) {
+        c.sequence = g.sequence[s];
+        c.seed = train.model.seed + 7919 * static_cast<uint64_t>(g.branch[s]);
+        c.prefix = fmt::format("b{}.", g.branch[s]);
+        index = g.inputs[s].empty() ? 0 : 1;
+        count = s == n - 1 ? index + 1 : 3;
+        firstLayer = g.firstLayer[s];
+      }
       llvm::Expected<std::unique_ptr<kernels::LayerStage>> stage =
-          where.make(train.model, s, n, first, layers);
+          where.make(c, index, count, firstLayer, layers);
       if (!stage)
         return stage.takeError();
       std::vector<kernels::Recompute> recompute(plan.microbatches);

@@ -74,28 +74,37 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   for (auto &[index, stage] : models.stages)
     stages.push_back(stage);
   const int n = static_cast<int>(stages.size());
+  auto status = [&]() -> llvm::Error {
+    for (kernels::LayerStage *stage : stages)
+      if (llvm::Error err = stage->status())
+        return err;
+    return llvm::Error::success();
+  };
+  RunReport report;
+  RankResult result;
+  std::function<llvm::Error()> pass;
+  // A chain: two message buffers where the stages compute, passed along.
+  kernels::MessageBuffer ma(nullptr, where.release), mb(nullptr, where.release);
+  // A branching model (host only): each stage's output and input gradient.
+  std::vector<std::vector<float>> outputs(n), gradients(n);
+  std::vector<float> in, grad;
   if (!models.graph.empty()) {
-    // A branching model: per microbatch, the forwards in the order written
-    // (inputs first), then the backwards in reverse, each stage's input and
-    // output gradient gathered as the pipelined run gathers them.
+    // Per microbatch, the forwards in the order written (inputs first),
+    // then the backwards in reverse, each stage's input and output
+    // gradient gathered as the pipelined run gathers them.
     if (where.where != "host")
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "a branching model trains on the host (local, mpi) only");
     const StageGraph &g = models.graph;
     const int batch = train.model.batch, hidden = train.model.hidden;
-    std::vector<std::vector<float>> outputs(n), gradients(n);
-    std::vector<float> in, grad;
-    RunReport report;
-    RankResult result;
-    Clock::time_point start = Clock::now();
-    auto pass = [&]() -> llvm::Error {
-      for (int mb = 0; mb < plan.microbatches; ++mb) {
+    pass = [&]() -> llvm::Error {
+      for (int m = 0; m < plan.microbatches; ++m) {
         for (int s = 0; s < n; ++s) {
           outputs[s].assign(static_cast<size_t>(batch) * g.sequence[s] * hidden,
                             0.0f);
           stages[s]->forward(
-              mb,
+              m,
               gatherInput(g, s, batch, hidden,
                           [&](int i) { return outputs[i].data(); }, in),
               s + 1 < n ? outputs[s].data() : nullptr);
@@ -106,59 +115,39 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
                                   hidden,
                               0.0f);
           stages[s]->backwardInput(
-              mb,
+              m,
               gatherOutputGradient(g, s, batch, hidden,
                                    [&](int c) { return gradients[c].data(); },
                                    grad),
               g.inputs[s].empty() ? nullptr : gradients[s].data());
-          stages[s]->backwardWeight(mb);
+          stages[s]->backwardWeight(m);
         }
       }
-      for (kernels::LayerStage *stage : stages)
-        if (llvm::Error err = stage->status())
-          return err;
-      return llvm::Error::success();
+      return status();
     };
-    TrainHooks hooks;
-    hooks.firstStep = &result.firstStep;
-    hooks.resumeSeconds = &result.resumeSeconds;
-    if (llvm::Error err =
-            trainSteps(plan, models, train, pass, result.losses, hooks))
-      return std::move(err);
-    result.wall = std::chrono::duration<double>(Clock::now() - start).count();
-    result.busy = result.wall;
-    report.ranks.push_back(std::move(result));
-    finish(report);
-    return report;
+  } else {
+    ma = allocateMessage(where, train.model.messageBytes());
+    mb = allocateMessage(where, train.model.messageBytes());
+    if (!ma || !mb)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("cannot allocate message buffers on {}", where.where));
+    pass = [&, a = ma.get(), b = mb.get()]() mutable -> llvm::Error {
+      for (int m = 0; m < plan.microbatches; ++m) {
+        for (int s = 0; s < n; ++s) {
+          stages[s]->forward(m, s ? a : nullptr, b);
+          std::swap(a, b);
+        }
+        for (int s = n - 1; s >= 0; --s) {
+          stages[s]->backwardInput(m, s + 1 < n ? a : nullptr, b);
+          stages[s]->backwardWeight(m);
+          std::swap(a, b);
+        }
+      }
+      return status();
+    };
   }
-  // Two message buffers where the stages compute.
-  kernels::MessageBuffer ma = allocateMessage(where, train.model.messageBytes()),
-                         mb = allocateMessage(where, train.model.messageBytes());
-  if (!ma || !mb)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        fmt::format("cannot allocate message buffers on {}", where.where));
-  float *a = ma.get(), *b = mb.get();
-  RunReport report;
-  RankResult result;
   Clock::time_point start = Clock::now();
-  auto pass = [&]() -> llvm::Error {
-    for (int mb = 0; mb < plan.microbatches; ++mb) {
-      for (int s = 0; s < n; ++s) {
-        stages[s]->forward(mb, s ? a : nullptr, b);
-        std::swap(a, b);
-      }
-      for (int s = n - 1; s >= 0; --s) {
-        stages[s]->backwardInput(mb, s + 1 < n ? a : nullptr, b);
-        stages[s]->backwardWeight(mb);
-        std::swap(a, b);
-      }
-    }
-    for (kernels::LayerStage *stage : stages)
-      if (llvm::Error err = stage->status())
-        return err;
-    return llvm::Error::success();
-  };
   TrainHooks hooks;
   hooks.firstStep = &result.firstStep;
   hooks.resumeSeconds = &result.resumeSeconds;

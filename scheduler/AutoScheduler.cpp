@@ -81,15 +81,16 @@ struct NamedPlacement {
   std::vector<int> placement;
 };
 
-/// Contiguous blocks minimizing the most work on one rank (n > p).
-std::vector<int> balancedBlocks(const Problem &problem) {
-  const int n = problem.numStages(), p = problem.ranks;
+/// The block (0..blocks-1) of each of \p work's items when cut into
+/// \p blocks contiguous blocks (at most the items) minimizing the largest
+/// block's total: a dynamic program over the cuts.
+std::vector<int> balancedCut(const std::vector<double> &work, int blocks) {
+  const int n = static_cast<int>(work.size()), p = blocks;
   std::vector<double> prefix(n + 1, 0.0);
   for (int s = 0; s < n; ++s)
-    prefix[s + 1] = prefix[s] + problem.stages[s].forward +
-                    problem.stages[s].backward();
+    prefix[s + 1] = prefix[s] + work[s];
   const double inf = std::numeric_limits<double>::infinity();
-  // best[k][i]: least max-block cost splitting the first i stages in k blocks.
+  // best[k][i]: least max-block cost splitting the first i items in k blocks.
   std::vector<std::vector<double>> best(p + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(p + 1, std::vector<int>(n + 1, 0));
   best[0][0] = 0.0;
@@ -102,14 +103,22 @@ std::vector<int> balancedBlocks(const Problem &problem) {
           cut[k][i] = j;
         }
       }
-  std::vector<int> placement(n);
+  std::vector<int> block(n);
   for (int k = p, i = n; k >= 1; --k) {
     int j = cut[k][i];
     for (int s = j; s < i; ++s)
-      placement[s] = k - 1;
+      block[s] = k - 1;
     i = j;
   }
-  return placement;
+  return block;
+}
+
+/// Contiguous blocks minimizing the most work on one rank (n > p).
+std::vector<int> balancedBlocks(const Problem &problem) {
+  std::vector<double> work;
+  for (const Stage &st : problem.stages)
+    work.push_back(st.forward + st.backward());
+  return balancedCut(work, problem.ranks);
 }
 
 /// A branching pipeline's placement with its branches beside the trunk:
@@ -140,44 +149,24 @@ std::vector<int> branchesBeside(const Problem &problem, bool vTrunk) {
     return st.forward + st.backward();
   };
   const int trunk = n - first;
-  const int blocks = std::min(trunk, p);
-  std::vector<double> prefix(trunk + 1, 0.0);
-  for (int k = 0; k < trunk; ++k)
-    prefix[k + 1] = prefix[k] + work(first + k);
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(blocks + 1,
-                                        std::vector<double>(trunk + 1, inf));
-  std::vector<std::vector<int>> cut(blocks + 1, std::vector<int>(trunk + 1, 0));
-  best[0][0] = 0.0;
-  for (int k = 1; k <= blocks; ++k)
-    for (int i = k; i <= trunk - (blocks - k); ++i)
-      for (int j = k - 1; j < i; ++j) {
-        double c = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (c < best[k][i]) {
-          best[k][i] = c;
-          cut[k][i] = j;
-        }
-      }
   std::vector<int> placement(n, 0);
   std::vector<double> load(p, 0.0);
   if (vTrunk) {
     // Two trunk stages per rank in a V (stage k on rank k, then back).
     if (trunk != 2 * p)
       return {};
-    for (int k = 0; k < trunk; ++k) {
-      int r = k < p ? k : 2 * p - 1 - k;
-      placement[first + k] = r;
-      load[r] += work(first + k);
-    }
+    for (int k = 0; k < trunk; ++k)
+      placement[first + k] = k < p ? k : 2 * p - 1 - k;
+  } else {
+    std::vector<double> trunkWork;
+    for (int k = 0; k < trunk; ++k)
+      trunkWork.push_back(work(first + k));
+    std::vector<int> block = balancedCut(trunkWork, std::min(trunk, p));
+    for (int k = 0; k < trunk; ++k)
+      placement[first + k] = block[k];
   }
-  for (int k = vTrunk ? 0 : blocks, i = trunk; k >= 1; --k) {
-    int j = cut[k][i];
-    for (int t = j; t < i; ++t) {
-      placement[first + t] = k - 1;
-      load[k - 1] += work(first + t);
-    }
-    i = j;
-  }
+  for (int k = 0; k < trunk; ++k)
+    load[placement[first + k]] += work(first + k);
   std::vector<int> feeders(first);
   std::iota(feeders.begin(), feeders.end(), 0);
   std::stable_sort(feeders.begin(), feeders.end(),
@@ -487,8 +476,8 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
 
   // The V heuristic planned for more link latency than there is (more
   // slack in its offsets and W fills), then simulated with the real one.
-  if (problem.latency > 0.0 && problem.numStages() == 2 * p)
-    if (llvm::Expected<std::vector<int>> v = placeVShape(problem))
+  if (problem.latency > 0.0 && problem.numStages() == 2 * p) {
+    if (llvm::Expected<std::vector<int>> v = placeVShape(problem)) {
       for (double factor : {5.0, 8.0, 0.5}) {
         if (search.outOfTime())
           break;
@@ -497,8 +486,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                         problem.latency * factor),
             fmt::format("zb-v planned for latency x{}", factor));
       }
-    else
+    } else {
       llvm::consumeError(v.takeError());
+    }
+  }
 
   // 2. Backbones and greedy policies on every placement.
   struct Backbone {

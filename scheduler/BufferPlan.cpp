@@ -133,12 +133,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   // message alike.
   // On a branching pipeline the gradient a stage sends back holds its
   // inputs' outputs together (one message to each input's rank).
-  std::vector<std::vector<int>> inputs(n), consumers(n);
-  for (int s = 0; s < n; ++s) {
-    inputs[s] = problem.inputsOf(s);
-    for (int i : inputs[s])
-      consumers[i].push_back(s);
-  }
+  const Problem::Edges edges = problem.edges();
+  const std::vector<std::vector<int>> &inputs = edges.inputs,
+                                      &consumers = edges.consumers;
   auto messageUnits = [&](BufferKind kind, int s) {
     if (kind == BufferKind::Activation && problem.stages[s].output > 0.0)
       return problem.stages[s].output;

@@ -36,13 +36,9 @@ public:
         remaining(static_cast<size_t>(p) * mbs, -1), pendingW(p) {
     for (int s = 0; s < n; ++s)
       hosted[placement[s]].push_back(s);
-    inputs.resize(n);
-    consumers.resize(n);
-    for (int s = 0; s < n; ++s) {
-      inputs[s] = problem.inputsOf(s);
-      for (int i : inputs[s])
-        consumers[i].push_back(s);
-    }
+    Problem::Edges edges = problem.edges();
+    inputs = std::move(edges.inputs);
+    consumers = std::move(edges.consumers);
     for (int r = 0; r < p; ++r) {
       double later = 0.0;
       for (auto it = hosted[r].rbegin(); it != hosted[r].rend(); ++it) {

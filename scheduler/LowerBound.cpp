@@ -90,12 +90,9 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   }
   const int n = problem.numStages(), m = problem.microbatches;
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<int>> inputs(n), consumers(n);
-  for (int s = 0; s < n; ++s) {
-    inputs[s] = problem.inputsOf(s);
-    for (int i : inputs[s])
-      consumers[i].push_back(s);
-  }
+  const Problem::Edges edges = problem.edges();
+  const std::vector<std::vector<int>> &inputs = edges.inputs,
+                                      &consumers = edges.consumers;
   auto cost = [&](int s, int type) {
     const Stage &st = problem.stages[s];
     return type == 0 ? st.forward

@@ -65,6 +65,19 @@ std::vector<int> Problem::consumersOf(int s) const {
   return consumers;
 }
 
+Problem::Edges Problem::edges() const {
+  Edges e;
+  e.inputs.resize(numStages());
+  e.consumers.resize(numStages());
+  for (int s = 0; s < numStages(); ++s) {
+    e.inputs[s] = inputsOf(s);
+    for (int i : e.inputs[s])
+      if (i >= 0 && i < numStages())
+        e.consumers[i].push_back(s);
+  }
+  return e;
+}
+
 bool Problem::isChain() const {
   for (int s = 0; s < numStages(); ++s)
     if (stages[s].inputs &&

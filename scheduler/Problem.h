@@ -166,6 +166,12 @@ struct Problem {
   /// The stages that take stage \p s's output (in a chain: s + 1); the
   /// gradient of its output is the sum of theirs.
   std::vector<int> consumersOf(int s) const;
+  /// Every stage's inputs and consumers at once (inputsOf and consumersOf
+  /// for all stages, in linear time).
+  struct Edges {
+    std::vector<std::vector<int>> inputs, consumers;
+  };
+  Edges edges() const;
   /// Whether every stage takes the previous one's output (no `inputs`
   /// other than that): the kinds built on a chain need one.
   bool isChain() const;

@@ -47,14 +47,9 @@ struct Where {
 
   Where(const Problem &problem, llvm::ArrayRef<int> placement)
       : placement(placement) {
-    const int n = problem.numStages();
-    inputs.resize(n);
-    consumers.resize(n);
-    for (int s = 0; s < n; ++s) {
-      inputs[s] = problem.inputsOf(s);
-      for (int i : inputs[s])
-        consumers[i].push_back(s);
-    }
+    Problem::Edges edges = problem.edges();
+    inputs = std::move(edges.inputs);
+    consumers = std::move(edges.consumers);
   }
   void note(const Action &a, int rank) {
     if (a.kind == ActionKind::AttentionForward)

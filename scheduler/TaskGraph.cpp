@@ -342,15 +342,12 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
                                      firstMissing, missing - 1));
 
   // The stage graph (a chain unless stages name inputs).
-  std::vector<std::vector<int>> inputs(numStages), consumers(numStages);
+  const Problem::Edges edges = problem.edges();
+  const std::vector<std::vector<int>> &inputs = edges.inputs,
+                                      &consumers = edges.consumers;
   std::vector<double> gradientUnits(numStages);
-  for (int s = 0; s < numStages; ++s) {
-    inputs[s] = problem.inputsOf(s);
+  for (int s = 0; s < numStages; ++s)
     gradientUnits[s] = problem.gradientUnits(s);
-    for (int i : inputs[s])
-      if (i >= 0 && i < numStages)
-        consumers[i].push_back(s);
-  }
   // Dependencies, in task order; an overlapped task has both halves' edges.
   for (TaskId t = 0, e = static_cast<TaskId>(graph.numTasks()); t < e; ++t) {
     const Task &task = graph.task(t);
