@@ -88,7 +88,10 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   // A branching model (host only): each stage's output and input gradient.
   std::vector<std::vector<float>> outputs(n), gradients(n);
   std::vector<float> in, grad;
-  if (!models.graph.empty()) {
+  // (Outside the branch below: `pass` runs after it.)
+  const StageGraph &g = models.graph;
+  const int batch = train.model.batch, hidden = train.model.hidden;
+  if (!g.empty()) {
     // Per microbatch, the forwards in the order written (inputs first),
     // then the backwards in reverse, each stage's input and output
     // gradient gathered as the pipelined run gathers them.
@@ -96,8 +99,6 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "a branching model trains on the host (local, mpi) only");
-    const StageGraph &g = models.graph;
-    const int batch = train.model.batch, hidden = train.model.hidden;
     pass = [&]() -> llvm::Error {
       for (int m = 0; m < plan.microbatches; ++m) {
         for (int s = 0; s < n; ++s) {

@@ -303,11 +303,49 @@ static stagecraft::pipe::CompileOptions compileOptions() {
   return options;
 }
 
+static Expected<sched::Plan> compileInput(int64_t minMessageBytes) {
+  stagecraft::pipe::CompileOptions options = compileOptions();
+  options.minMessageBytes = minMessageBytes;
+  return stagecraft::pipe::compileSpecFile(input, options);
+}
+
 static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
-    stagecraft::pipe::CompileOptions options = compileOptions();
-    options.minMessageBytes = minMessageBytes;
-    return stagecraft::pipe::compileSpecFile(input, options);
+#ifdef STAGECRAFT_HAVE_MPI
+    // Under mpirun one process compiles and the others take its plan: a
+    // search under a time limit (auto) could otherwise end differently in
+    // each process, and ranks would run plans that do not match.
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      std::string text;
+      int64_t header[2] = {0, 0}; // ok, bytes
+      if (rank == 0) {
+        Expected<sched::Plan> plan = compileInput(minMessageBytes);
+        header[0] = plan ? 1 : 0;
+        text = plan ? sched::writePlan(*plan) : toString(plan.takeError());
+        header[1] = static_cast<int64_t>(text.size());
+      }
+      MPI_Bcast(header, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+      text.resize(static_cast<size_t>(header[1]));
+      for (int64_t at = 0; at < header[1];) {
+        int chunk = static_cast<int>(std::min<int64_t>(header[1] - at, 1 << 30));
+        MPI_Bcast(text.data() + at, chunk, MPI_CHAR, 0, MPI_COMM_WORLD);
+        at += chunk;
+      }
+      if (!header[0])
+        return createStringError(inconvertibleErrorCode(), text);
+      Expected<sched::Plan> plan = sched::readPlan(text);
+      if (!plan)
+        return createStringError(inconvertibleErrorCode(),
+                                 "the plan rank 0 compiled: " +
+                                     toString(plan.takeError()));
+      return plan;
+    }
+#endif
+    return compileInput(minMessageBytes);
   }
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
   if (!file)
