@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/AutoScheduler.h"
+#include "scheduler/ExactSearch.h"
 #include "scheduler/Generators.h"
 #include "scheduler/ListScheduler.h"
 #include "scheduler/LowerBound.h"
@@ -76,10 +77,10 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
 }
 
 namespace {
-struct NamedPlacement {
-  std::string name;
-  std::vector<int> placement;
-};
+/// Problems up to this many actions (3 x stages x microbatches) also get
+/// the exact search, each placement up to kExactNodes nodes (about 0.1 s).
+constexpr int kExactActions = 120;
+constexpr long long kExactNodes = 200000;
 
 /// The block (0..blocks-1) of each of \p work's items when cut into
 /// \p blocks contiguous blocks (at most the items) minimizing the largest
@@ -188,7 +189,10 @@ std::vector<int> branchesBeside(const Problem &problem, bool vTrunk) {
   return placement;
 }
 
-std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
+} // namespace
+
+std::vector<NamedPlacement>
+stagecraft::pipe::sched::candidatePlacements(const Problem &problem) {
   std::vector<NamedPlacement> result;
   if (problem.isPinned()) {
     std::vector<int> pins;
@@ -222,6 +226,8 @@ std::vector<NamedPlacement> candidatePlacements(const Problem &problem) {
     result.push_back({"branches beside a V trunk", besideV});
   return result;
 }
+
+namespace {
 
 /// The greedy list policy \p variant (bit 0: later stage first, bit 1:
 /// forward first, bit 2: W not deferred) with per-rank warm-up depths.
@@ -440,11 +446,12 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // Part of the time budget: computed before the search, which gets the
   // rest.
   double memoryBound = std::numeric_limits<double>::infinity();
-  for (const NamedPlacement &np : placements)
-    memoryBound = std::min(
-        memoryBound,
-        memoryAwareLowerBound(problem, np.placement,
-                              std::vector<double>(problem.ranks, limit)));
+  std::vector<double> placementBounds;
+  for (const NamedPlacement &np : placements) {
+    placementBounds.push_back(memoryAwareLowerBound(
+        problem, np.placement, std::vector<double>(problem.ranks, limit)));
+    memoryBound = std::min(memoryBound, placementBounds.back());
+  }
   const int p = problem.ranks, mbs = problem.microbatches;
 
   // 0. The schedules the caller starts from.
@@ -646,6 +653,39 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // 4. Local search over the per-rank orders of the best schedule.
   if (search.found)
     improveOrders(search, options.maxLocalSteps);
+
+  // 5. Small problems: the exact search on every placement, seeded with
+  // the best schedule where it is on that placement, each within a node
+  // limit (the same result on every machine) and the time left. It finds
+  // orders the heuristics miss, e.g. on round-robin with heavy end stages.
+  const int actions = 3 * problem.numStages() * mbs;
+  if (search.found && actions <= kExactActions &&
+      search.best.makespan > memoryBound * (1 + 1e-9)) {
+    for (size_t i = 0; i < placements.size(); ++i) {
+      const NamedPlacement &np = placements[i];
+      if (search.outOfTime())
+        break;
+      // Nothing on this placement can beat the best.
+      if (placementBounds[i] >= search.best.makespan * (1 - 1e-9))
+        continue;
+      ExactOptions exact;
+      exact.memoryLimit = limits;
+      exact.timeLimit = options.timeLimit - search.elapsed();
+      exact.maxNodes = kExactNodes;
+      if (search.best.schedule.placement == np.placement)
+        exact.initial = search.best.schedule;
+      llvm::Expected<ExactResult> r =
+          exactSchedule(problem, np.placement, exact);
+      if (!r) {
+        // Costs it does not model (overlap, recomputation, lengths, links).
+        llvm::consumeError(r.takeError());
+        break;
+      }
+      search.consider(std::move(r->schedule),
+                      fmt::format("exact search on {}{}", np.name,
+                                  r->optimal ? " (optimal there)" : ""));
+    }
+  }
 
   search.report(/*final=*/true);
   if (!search.found)

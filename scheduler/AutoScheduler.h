@@ -68,6 +68,15 @@ double lowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
 /// \p problem (the user's pins only, when pinned).
 double lowerBound(const Problem &problem);
 
+/// A placement `auto` searches, with its name in `AutoResult::name`.
+struct NamedPlacement {
+  std::string name;
+  std::vector<int> placement;
+};
+
+/// The placements `auto` searches for \p problem (pinned stages: theirs).
+std::vector<NamedPlacement> candidatePlacements(const Problem &problem);
+
 /// Runs the search. Fails if no candidate fits the memory limit (naming the
 /// limit and the smallest peak found) or the problem is invalid.
 llvm::Expected<AutoResult> autoSchedule(const Problem &problem,

@@ -44,6 +44,12 @@ public:
     nextFirstForward = 0;
   }
 
+  /// Cut with the order statistics of \p stats from here on.
+  void useOrderStatistics(OrderStatistics s) {
+    stats = std::move(s);
+    done.assign(static_cast<size_t>(3) * n, 0);
+  }
+
   void run(double upper, std::optional<Schedule> initial) {
     bestMakespan = upper;
     if (initial)
@@ -102,6 +108,8 @@ private:
   bool outOfTime() {
     if (stopped)
       return true;
+    if (options.maxNodes > 0 && nodes > options.maxNodes)
+      return stopped = true;
     if ((nodes & 1023) == 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                       start)
@@ -111,13 +119,46 @@ private:
   }
 
   void dfs(double now, int lastRank, bool lastFree);
+  bool cannotBeat(double now);
 
   std::vector<double> finish, clock, live, remaining;
   std::vector<std::vector<Action>> orders;
   int nextFirstForward;
   size_t appended = 0;
+  std::optional<OrderStatistics> stats;
+  /// Actions appended per type and stage ([type * n + s]).
+  std::vector<int> done;
+  std::vector<OneMachineJob> jobs;
   std::chrono::steady_clock::time_point start;
 };
+
+/// Whether every completion of the partial schedule ends no earlier than the
+/// best found: per rank, the actions left are the last ones of their stage
+/// and type to start, so each has its order statistic's head (and starts no
+/// earlier than now and than its rank is free) and tail; Jackson's
+/// preemptive schedule of them bounds the rank.
+bool Searcher::cannotBeat(double now) {
+  for (int r = 0; r < p; ++r) {
+    double free = std::max(clock[r], now);
+    if (free + remaining[r] >= bestMakespan - kEps)
+      return true;
+    if (!stats)
+      continue;
+    jobs.clear();
+    for (int s = 0; s < n; ++s) {
+      if (placement[s] != r)
+        continue;
+      for (int type = 0; type < 3; ++type)
+        for (int k = done[type * n + s]; k < m; ++k)
+          jobs.push_back({std::max(free, stats->head(type, s, k)),
+                          stats->cost(type, s),
+                          stats->tail(type, s, m - 1 - k)});
+    }
+    if (!jobs.empty() && jacksonBound(jobs) >= bestMakespan - kEps)
+      return true;
+  }
+  return false;
+}
 
 void Searcher::dfs(double now, int lastRank, bool lastFree) {
   ++nodes;
@@ -134,9 +175,8 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
     }
     return;
   }
-  for (int r = 0; r < p; ++r)
-    if (std::max(clock[r], now) + remaining[r] >= bestMakespan - kEps)
-      return;
+  if (cannotBeat(now))
+    return;
   struct Child {
     double start;
     int type, s, j;
@@ -187,7 +227,11 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
     if (c.type == 0 && c.s == 0)
       ++nextFirstForward;
     ++appended;
+    if (stats)
+      ++done[c.type * n + c.s];
     dfs(c.start, r, cst <= 0.0);
+    if (stats)
+      --done[c.type * n + c.s];
     --appended;
     if (c.type == 0 && c.s == 0)
       --nextFirstForward;
@@ -207,6 +251,23 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
     const ExactOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
+  auto unsupported = [](const std::string &what) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("the exact search handles {} only", what));
+  };
+  if (!problem.isChain())
+    return unsupported("a chain of stages");
+  if (problem.hasLengths())
+    return unsupported("microbatches of one length");
+  if (problem.links)
+    return unsupported("a plain latency between ranks (no links(...))");
+  if (problem.hasDevices() && placement.size() == problem.stages.size()) {
+    // Speeds folded into the costs; the orders are the same schedules.
+    Problem scaled = scaledForDevices(problem, placement);
+    scaled.devices.clear();
+    return exactSchedule(scaled, placement, options);
+  }
   for (const Stage &s : problem.stages)
     if (s.forwardBackward || s.attention || s.recomputed)
       return llvm::createStringError(
@@ -217,6 +278,9 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
   Searcher searcher(problem, placement, options);
   searcher.bound =
       memoryAwareLowerBound(problem, placement, options.memoryLimit);
+  if (options.orderStatisticCuts)
+    searcher.useOrderStatistics(
+        orderStatistics(problem, placement, options.memoryLimit));
   double upper = std::numeric_limits<double>::infinity();
   if (options.initial &&
       llvm::ArrayRef<int>(options.initial->placement) == placement) {

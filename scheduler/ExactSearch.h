@@ -30,9 +30,15 @@ struct ExactOptions {
   std::vector<double> memoryLimit;
   /// Wall-clock limit in seconds.
   double timeLimit = 10.0;
+  /// Nodes searched before stopping (0: no limit); unlike the time limit,
+  /// it stops at the same place on every machine.
+  long long maxNodes = 0;
   /// A schedule to start from (its makespan is the first upper bound);
   /// ignored unless it is on the searched placement and fits the limits.
   std::optional<Schedule> initial;
+  /// Cut branches with the memory-aware bound's order statistics at every
+  /// node (off: only each rank's remaining work); for comparison.
+  bool orderStatisticCuts = true;
 };
 
 struct ExactResult {

@@ -20,13 +20,8 @@
 
 using namespace stagecraft::pipe::sched;
 
-namespace {
-struct Job {
-  double head, cost, tail;
-};
-
-/// The makespan of Jackson's preemptive schedule of \p jobs on one machine.
-double jackson(std::vector<Job> jobs) {
+double stagecraft::pipe::sched::jacksonBound(std::vector<OneMachineJob> jobs) {
+  using Job = OneMachineJob;
   std::sort(jobs.begin(), jobs.end(),
             [](const Job &a, const Job &b) { return a.head < b.head; });
   // Available jobs by tail, with their remaining time.
@@ -54,7 +49,6 @@ double jackson(std::vector<Job> jobs) {
   }
   return bound;
 }
-} // namespace
 
 double stagecraft::pipe::sched::memoryAwareLowerBound(
     const Problem &problem, llvm::ArrayRef<int> placement,
@@ -88,8 +82,29 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     }
     return memoryAwareLowerBound(relaxed, placement, memoryLimit);
   }
+  OrderStatistics stats = orderStatistics(problem, placement, memoryLimit);
+  if (!stats.feasible)
+    return std::numeric_limits<double>::infinity();
   const int n = problem.numStages(), m = problem.microbatches;
-  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<OneMachineJob>> jobs(problem.ranks);
+  for (int s = 0; s < n; ++s)
+    for (int type = 0; type < 3; ++type)
+      for (int k = 0; k < m; ++k)
+        jobs[placement[s]].push_back({stats.head(type, s, k),
+                                      stats.cost(type, s),
+                                      stats.tail(type, s, m - 1 - k)});
+  double bound = 0.0;
+  for (auto &rankJobs : jobs)
+    if (!rankJobs.empty())
+      bound = std::max(bound, jacksonBound(std::move(rankJobs)));
+  return bound;
+}
+
+OrderStatistics stagecraft::pipe::sched::orderStatistics(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    llvm::ArrayRef<double> memoryLimit) {
+  OrderStatistics stats;
+  const int n = problem.numStages(), m = problem.microbatches;
   const Problem::Edges edges = problem.edges();
   const std::vector<std::vector<int>> &inputs = edges.inputs,
                                       &consumers = edges.consumers;
@@ -115,8 +130,10 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     if (memoryLimit.empty() || held[s] <= 0.0)
       continue;
     double k = std::floor(memoryLimit[placement[s]] / held[s] + 1e-9);
-    if (k < 1.0)
-      return inf;
+    if (k < 1.0) {
+      stats.feasible = false;
+      return stats;
+    }
     inFlight[s] = static_cast<int>(std::min<double>(k, m));
   }
   auto at = [&](int s, int k) { return static_cast<size_t>(s) * m + k; };
@@ -152,7 +169,7 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     // where they cross: binary search over the feasible y.
     int lo = 0, hi = k;
     if (fewestI(hi) > k)
-      return inf;
+      return std::numeric_limits<double>::infinity();
     while (lo < hi && fewestI(lo) > k) {
       int mid = lo + (hi - lo) / 2;
       if (fewestI(mid) > k)
@@ -224,17 +241,12 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
       tF[at(s, i)] = t;
     }
   }
-  std::vector<std::vector<Job>> jobs(problem.ranks);
+  stats.microbatches = m;
+  stats.costs.resize(static_cast<size_t>(3) * n);
   for (int s = 0; s < n; ++s)
-    for (int k = 0; k < m; ++k) {
-      int r = placement[s];
-      jobs[r].push_back({hF[at(s, k)], cost(s, 0), tF[at(s, m - 1 - k)]});
-      jobs[r].push_back({hI[at(s, k)], cost(s, 1), tI[at(s, m - 1 - k)]});
-      jobs[r].push_back({hW[at(s, k)], cost(s, 2), tW[at(s, m - 1 - k)]});
-    }
-  double bound = 0.0;
-  for (auto &rankJobs : jobs)
-    if (!rankJobs.empty())
-      bound = std::max(bound, jackson(std::move(rankJobs)));
-  return bound;
+    for (int type = 0; type < 3; ++type)
+      stats.costs[static_cast<size_t>(type) * n + s] = cost(s, type);
+  stats.heads = {std::move(hF), std::move(hI), std::move(hW)};
+  stats.tails = {std::move(tF), std::move(tI), std::move(tW)};
+  return stats;
 }

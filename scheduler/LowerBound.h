@@ -25,6 +25,9 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <array>
+#include <vector>
+
 namespace stagecraft::pipe::sched {
 
 /// The memory-aware lower bound of \p problem on \p placement with per-rank
@@ -33,6 +36,47 @@ namespace stagecraft::pipe::sched {
 double memoryAwareLowerBound(const Problem &problem,
                              llvm::ArrayRef<int> placement,
                              llvm::ArrayRef<double> memoryLimit);
+
+/// The order statistics the bound is built from, for a problem without
+/// devices or lengths: per stage and action type (0 F, 1 I, 2 W), the
+/// earliest start of the k-th action of that type to start (head) and the
+/// least time between the end of the i-th from last and the makespan
+/// (tail). They hold for every schedule within the limits, so also for the
+/// actions a partial schedule has left: the branch-and-bound cuts with them.
+struct OrderStatistics {
+  /// False when a limit is below what one microbatch needs on its rank.
+  bool feasible = true;
+  int microbatches = 0;
+  /// [type][s * microbatches + k]
+  std::array<std::vector<double>, 3> heads, tails;
+  /// [type * stages + s]
+  std::vector<double> costs;
+
+  double head(int type, int s, int k) const {
+    return heads[type][static_cast<size_t>(s) * microbatches + k];
+  }
+  double tail(int type, int s, int i) const {
+    return tails[type][static_cast<size_t>(s) * microbatches + i];
+  }
+  double cost(int type, int s) const {
+    return costs[static_cast<size_t>(type) * (costs.size() / 3) + s];
+  }
+};
+
+OrderStatistics orderStatistics(const Problem &problem,
+                                llvm::ArrayRef<int> placement,
+                                llvm::ArrayRef<double> memoryLimit);
+
+/// One job of a one-machine problem: released at `head`, runs `cost`, then
+/// needs `tail` more before the end.
+struct OneMachineJob {
+  double head, cost, tail;
+};
+
+/// The makespan (largest completion plus tail) of Jackson's preemptive
+/// schedule of \p jobs, optimal for the preemptive relaxation and so a lower
+/// bound for every non-preemptive order.
+double jacksonBound(std::vector<OneMachineJob> jobs);
 
 } // namespace stagecraft::pipe::sched
 

@@ -220,8 +220,9 @@ TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {
       llvm::Expected<Timeline> t = simulate(problem, given);
       ASSERT_TRUE(!!t);
       if (*std::max_element(t->peakMemory.begin(), t->peakMemory.end()) <=
-          limit + 1e-9)
+          limit + 1e-9) {
         EXPECT_LE(r->timeline.makespan, t->makespan + 1e-9) << where;
+      }
     }
     for (const char *kind : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
       KindRequest fixed;
@@ -230,9 +231,10 @@ TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {
       ASSERT_TRUE(!!f) << kind;
       const Timeline &t = f->timeline;
       if (*std::max_element(t.peakMemory.begin(), t.peakMemory.end()) <=
-          limit + 1e-9)
+          limit + 1e-9) {
         EXPECT_LE(r->timeline.makespan, t.makespan + 1e-9) << where << " vs "
                                                            << kind;
+      }
     }
   }
 }
