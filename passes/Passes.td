@@ -76,6 +76,13 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       the stages per rank and the device order (docs/dsl.md) and rewrites
       the pipeline into the chosen stages; every other kind needs
       `--pipe-partition` first.
+    - `exact`: for small problems (a few hundred actions), auto's search
+      for a quarter of `time-limit`, then a branch-and-bound over the
+      per-rank orders on every placement auto searches, within
+      `memory-limit` (default: the highest 1F1B peak) and the rest of
+      `time-limit`. `auto_choice` says whether the schedule is proven
+      optimal over those placements or only the best found in time. No
+      recomputation, graphs, lengths or links.
     - `helix`: HelixPipe (attention-parallel). Stage j is parameter block j
       on rank j mod p and every stage but the last declares the core
       attention that follows it (`attention(...)`); microbatch offset d of a
@@ -123,7 +130,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
            "Schedule kind: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
-           "zb-v, dualpipev, helix or auto (default 1f1b)">,
+           "zb-v, dualpipev, helix, auto or exact (default 1f1b)">,
     Option<"chunks", "chunks", "int", /*default=*/"0",
            "Stages per rank for interleaved-1f1b (default 0: stages / "
            "ranks)">,
@@ -132,7 +139,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "auto; no limit for the fixed kinds). A fixed kind whose peak "
            "exceeds a given limit fails">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
-           "Seconds the auto search may take (default 10)">,
+           "Seconds the auto or exact search may take (default 10)">,
     Option<"folds", "folds", "int", /*default=*/"2",
            "helix: groups of ranks microbatches interleaved layer by layer "
            "(default 2)">,

@@ -118,7 +118,7 @@ struct SchedulePass
     SymbolTable symbols(module);
     for (PipelineOp pipeline :
          llvm::make_early_inc_range(module.getOps<PipelineOp>())) {
-      if (kind != "auto") {
+      if (kind != "auto" && kind != "exact") {
         llvm::Expected<sched::ScheduleKind> parsed =
             sched::parseScheduleKind(kind);
         if (!parsed) {

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -81,6 +82,9 @@ namespace {
 /// the exact search, each placement up to kExactNodes nodes (about 0.1 s).
 constexpr int kExactActions = 120;
 constexpr long long kExactNodes = 200000;
+/// The local search also starts from other placements' best schedules
+/// within this fraction of the best.
+constexpr double kLocalSearchWindow = 0.1;
 
 /// The block (0..blocks-1) of each of \p work's items when cut into
 /// \p blocks contiguous blocks (at most the items) minimizing the largest
@@ -288,6 +292,12 @@ public:
     smallestPeak = std::min(smallestPeak, peak);
     if (peak > limit * (1 + 1e-9) + 1e-12)
       return std::numeric_limits<double>::infinity();
+    AutoResult &own = perPlacement[schedule->placement];
+    if (own.schedule.placement.empty() || t->makespan < own.makespan - 1e-9) {
+      own.schedule = *schedule;
+      own.makespan = t->makespan;
+      own.name = name;
+    }
     if (!found || t->makespan < best.makespan - 1e-9) {
       found = true;
       best.schedule = std::move(*schedule);
@@ -322,6 +332,8 @@ public:
   double bound = 0.0;
   std::chrono::steady_clock::time_point start, lastReport;
   AutoResult best;
+  /// The fastest that fits on each placement.
+  std::map<std::vector<int>, AutoResult> perPlacement;
   bool found = false;
   int count = 0;
   double smallestPeak = std::numeric_limits<double>::infinity();
@@ -361,8 +373,11 @@ static Score score(const Search &search, const Schedule &schedule) {
 /// the move when the order stays valid, within memory and no worse; stops
 /// after \p maxSteps tries or at the time limit. Deterministic: the moves
 /// come from a fixed-seed generator.
-static void improveOrders(Search &search, int maxSteps) {
-  Schedule current = search.best.schedule;
+static void improveOrders(Search &search, Schedule current,
+                          const std::string &name, int maxSteps) {
+  const std::string improved = name.find("local search") == std::string::npos
+                                   ? name + " + local search"
+                                   : name;
   Score now = score(search, current);
   if (!std::isfinite(now.makespan))
     return;
@@ -385,10 +400,7 @@ static void improveOrders(Search &search, int maxSteps) {
     Score candidate = score(search, current);
     if (candidate.betterOrEqual(now)) {
       if (candidate.makespan < now.makespan - 1e-9)
-        search.consider(current, search.best.name.find("local search") ==
-                                         std::string::npos
-                                     ? search.best.name + " + local search"
-                                     : search.best.name);
+        search.consider(current, improved);
       now = candidate;
     } else {
       order.erase(order.begin() + to);
@@ -650,9 +662,35 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     }
   }
 
-  // 4. Local search over the per-rank orders of the best schedule.
-  if (search.found)
-    improveOrders(search, options.maxLocalSteps);
+  // 4. Local search over the per-rank orders of the best schedule, then of
+  // the best on each other placement that is close (within
+  // kLocalSearchWindow) and whose bound leaves room to win: a placement
+  // whose first schedules lose can still hold the fastest (round-robin
+  // with heavy end stages).
+  if (search.found) {
+    improveOrders(search, search.best.schedule, search.best.name,
+                  options.maxLocalSteps);
+    std::vector<AutoResult> others;
+    for (size_t i = 0; i < placements.size(); ++i) {
+      auto it = search.perPlacement.find(placements[i].placement);
+      if (it == search.perPlacement.end() ||
+          placements[i].placement == search.best.schedule.placement)
+        continue;
+      if (it->second.makespan <=
+              search.best.makespan * (1 + kLocalSearchWindow) &&
+          placementBounds[i] < search.best.makespan * (1 - 1e-9))
+        others.push_back(it->second);
+    }
+    std::sort(others.begin(), others.end(),
+              [](const AutoResult &a, const AutoResult &b) {
+                return a.makespan < b.makespan;
+              });
+    for (const AutoResult &other : others) {
+      if (search.outOfTime())
+        break;
+      improveOrders(search, other.schedule, other.name, options.maxLocalSteps);
+    }
+  }
 
   // 5. Small problems: the exact search on every placement, seeded with
   // the best schedule where it is on that placement, each within a node

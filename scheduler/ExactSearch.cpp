@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/ExactSearch.h"
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Generators.h"
 #include "scheduler/LowerBound.h"
 #include "scheduler/Simulator.h"
 
@@ -246,11 +248,9 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
 }
 } // namespace
 
-llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    const ExactOptions &options) {
-  if (llvm::Error err = validateProblem(problem))
-    return std::move(err);
+/// What the search models: a chain of stages with F, I and W, one length,
+/// a plain latency.
+static llvm::Error checkSupported(const Problem &problem) {
   auto unsupported = [](const std::string &what) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -262,12 +262,6 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
     return unsupported("microbatches of one length");
   if (problem.links)
     return unsupported("a plain latency between ranks (no links(...))");
-  if (problem.hasDevices() && placement.size() == problem.stages.size()) {
-    // Speeds folded into the costs; the orders are the same schedules.
-    Problem scaled = scaledForDevices(problem, placement);
-    scaled.devices.clear();
-    return exactSchedule(scaled, placement, options);
-  }
   for (const Stage &s : problem.stages)
     if (s.forwardBackward || s.attention || s.recomputed)
       return llvm::createStringError(
@@ -275,6 +269,22 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
           fmt::format("the exact search handles F, I and W only; stage @{} "
                       "has overlapped, attention or recomputation costs",
                       s.name));
+  return llvm::Error::success();
+}
+
+llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    const ExactOptions &options) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  if (llvm::Error err = checkSupported(problem))
+    return std::move(err);
+  if (problem.hasDevices() && placement.size() == problem.stages.size()) {
+    // Speeds folded into the costs; the orders are the same schedules.
+    Problem scaled = scaledForDevices(problem, placement);
+    scaled.devices.clear();
+    return exactSchedule(scaled, placement, options);
+  }
   Searcher searcher(problem, placement, options);
   searcher.bound =
       memoryAwareLowerBound(problem, placement, options.memoryLimit);
@@ -295,7 +305,20 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
     if (fits)
       upper = t->makespan;
   }
-  searcher.run(upper, std::isfinite(upper) ? options.initial : std::nullopt);
+  bool seeded = std::isfinite(upper);
+  if (options.upperBound < upper) {
+    upper = options.upperBound;
+    seeded = false;
+  }
+  searcher.run(upper, seeded ? options.initial : std::nullopt);
+  if (!searcher.best && std::isfinite(options.upperBound)) {
+    ExactResult none;
+    none.makespan = std::numeric_limits<double>::infinity();
+    none.lowerBound = searcher.bound;
+    none.optimal = !searcher.stopped;
+    none.nodes = searcher.nodes;
+    return none;
+  }
   if (!searcher.best)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -309,5 +332,70 @@ llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
   result.lowerBound = searcher.bound;
   result.optimal = !searcher.stopped;
   result.nodes = searcher.nodes;
+  return result;
+}
+
+llvm::Expected<ExactOverPlacements>
+stagecraft::pipe::sched::exactOverPlacements(const Problem &problem,
+                                             double memoryLimit,
+                                             double timeLimit) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  if (llvm::Error err = checkSupported(problem))
+    return std::move(err);
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  AutoOptions autoOptions;
+  autoOptions.memoryLimit = memoryLimit;
+  autoOptions.timeLimit = timeLimit / 4;
+  llvm::Expected<AutoResult> found = autoSchedule(problem, autoOptions);
+  if (!found)
+    return found.takeError();
+  ExactOverPlacements result;
+  result.schedule = std::move(found->schedule);
+  result.makespan = found->makespan;
+  result.memoryAwareBound = found->memoryAwareBound;
+  result.found = found->name;
+  const std::vector<double> limits(problem.ranks, found->memoryLimit);
+  std::vector<std::pair<double, NamedPlacement>> order;
+  for (NamedPlacement &np : candidatePlacements(problem))
+    order.push_back({memoryAwareLowerBound(problem, np.placement, limits),
+                     std::move(np)});
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  result.placements = static_cast<int>(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto &[bound, np] = order[i];
+    if (bound >= result.makespan - kEps) {
+      ++result.placementsProven;
+      continue;
+    }
+    double left = timeLimit - elapsed();
+    if (left <= 0.0)
+      break;
+    ExactOptions options;
+    options.memoryLimit = limits;
+    options.timeLimit = left / static_cast<double>(order.size() - i);
+    if (result.schedule.placement == np.placement)
+      options.initial = result.schedule;
+    else
+      options.upperBound = result.makespan;
+    llvm::Expected<ExactResult> r =
+        exactSchedule(problem, np.placement, options);
+    if (!r)
+      return r.takeError();
+    result.nodes += r->nodes;
+    result.placementsProven += r->optimal;
+    if (!r->schedule.ranks.empty() && r->makespan < result.makespan - kEps) {
+      result.schedule = std::move(r->schedule);
+      result.makespan = r->makespan;
+      result.found = "exact search on " + np.name;
+    }
+  }
+  result.optimal = result.placementsProven == result.placements;
   return result;
 }

@@ -21,7 +21,9 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <limits>
 #include <optional>
+#include <string>
 
 namespace stagecraft::pipe::sched {
 
@@ -36,13 +38,18 @@ struct ExactOptions {
   /// A schedule to start from (its makespan is the first upper bound);
   /// ignored unless it is on the searched placement and fits the limits.
   std::optional<Schedule> initial;
+  /// Only schedules faster than this are searched for (with `initial`, the
+  /// smaller of the two bounds the search).
+  double upperBound = std::numeric_limits<double>::infinity();
   /// Cut branches with the memory-aware bound's order statistics at every
   /// node (off: only each rank's remaining work); for comparison.
   bool orderStatisticCuts = true;
 };
 
 struct ExactResult {
-  /// The best schedule found (split backward).
+  /// The best schedule found (split backward). Empty when `upperBound` was
+  /// given and nothing faster was found: `makespan` is then infinity and
+  /// `optimal` says whether the search proved that none exists.
   Schedule schedule;
   double makespan = 0.0;
   /// The memory-aware lower bound used to stop early.
@@ -59,6 +66,30 @@ struct ExactResult {
 llvm::Expected<ExactResult> exactSchedule(const Problem &problem,
                                           llvm::ArrayRef<int> placement,
                                           const ExactOptions &options);
+
+/// `kind=exact`: the exact search over every placement `auto` searches,
+/// under one memory limit (<= 0: 1F1B's highest peak), within \p timeLimit
+/// seconds in all. A quarter of the time goes to `auto`, whose schedule is
+/// the first upper bound; then the placements in order of their
+/// memory-aware bound, each given an equal share of the time left, skipping
+/// those whose bound cannot beat the best found.
+struct ExactOverPlacements {
+  Schedule schedule;
+  double makespan = 0.0;
+  /// The smallest memory-aware bound over the placements.
+  double memoryAwareBound = 0.0;
+  /// Proven optimal over all of auto's placements at this memory limit.
+  bool optimal = false;
+  /// The winning schedule's source: auto's candidate name, or the
+  /// placement the exact search improved on.
+  std::string found;
+  long long nodes = 0;
+  int placementsProven = 0, placements = 0;
+};
+
+llvm::Expected<ExactOverPlacements>
+exactOverPlacements(const Problem &problem, double memoryLimit,
+                    double timeLimit);
 
 } // namespace stagecraft::pipe::sched
 

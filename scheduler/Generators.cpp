@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/Generators.h"
-#include "scheduler/Helix.h"
 #include "scheduler/AutoScheduler.h"
+#include "scheduler/ExactSearch.h"
+#include "scheduler/Helix.h"
 #include "scheduler/Simulator.h"
 
 #include <fmt/format.h>
@@ -273,6 +274,38 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
   KindResult result;
+  if (request.kind == "exact") {
+    if (request.chunks > 1)
+      return fail("chunks applies to interleaved-1f1b only; the exact "
+                  "search covers auto's placements");
+    if (request.recompute && *request.recompute != RecomputePolicy::None)
+      return fail("the exact search does not plan recomputation; use "
+                  "kind=auto with recompute=");
+    if (problem.hasCapacity())
+      return fail("the exact search does not plan recomputation under a "
+                  "capacity; use kind=auto");
+    llvm::Expected<ExactOverPlacements> exact =
+        exactOverPlacements(problem, request.memoryLimit, request.timeLimit);
+    if (!exact)
+      return exact.takeError();
+    llvm::Expected<Timeline> t = simulate(problem, exact->schedule);
+    if (!t)
+      return t.takeError();
+    result.schedule = std::move(exact->schedule);
+    result.timeline = std::move(*t);
+    result.recompute = "none";
+    result.lowerBound = lowerBound(problem);
+    result.memoryAwareBound = exact->memoryAwareBound;
+    result.choice =
+        exact->optimal
+            ? fmt::format("optimal over auto's {} placements ({}; {} nodes)",
+                          exact->placements, exact->found, exact->nodes)
+            : fmt::format("not proven optimal within the time limit ({} of "
+                          "{} placements proven); best found: {}; {} nodes",
+                          exact->placementsProven, exact->placements,
+                          exact->found, exact->nodes);
+    return result;
+  }
   if (request.kind == "auto") {
     if (request.chunks > 1)
       return fail("chunks applies to interleaved-1f1b only; auto chooses "
