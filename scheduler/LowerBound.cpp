@@ -50,6 +50,57 @@ double stagecraft::pipe::sched::jacksonBound(std::vector<OneMachineJob> jobs) {
   return bound;
 }
 
+/// Until a rank's first I starts, it can run only forwards (a W follows its
+/// own I), and every forward it runs keeps its activation until then (an I
+/// frees it), so its busy time before that is at most the forward work whose
+/// activation fits the limit together. Rank r cannot start before its first
+/// forward's head, nor its first I before that I's head T; so it ends no
+/// earlier than T + its work - min(T - start, the forward work that fits):
+/// the idle time that memory forces before the first backward. The forward
+/// work that fits is bounded by the fractional knapsack over the rank's
+/// stages (cost per activation, at most m of each). The order statistics
+/// alone miss it: they limit each stage's forwards in flight, not the sum
+/// over the rank's stages.
+static double warmUpBound(const Problem &problem, llvm::ArrayRef<int> placement,
+                          llvm::ArrayRef<double> memoryLimit,
+                          const OrderStatistics &stats) {
+  const int n = problem.numStages(), m = problem.microbatches;
+  double bound = 0.0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    double start = std::numeric_limits<double>::infinity(), firstI = start;
+    double work = 0.0, forwardWork = 0.0;
+    std::vector<std::pair<double, double>> items; // (cost, activation)
+    for (int s = 0; s < n; ++s) {
+      if (placement[s] != r)
+        continue;
+      start = std::min(start, stats.head(0, s, 0));
+      firstI = std::min(firstI, stats.head(1, s, 0));
+      work += m * (stats.cost(0, s) + stats.cost(1, s) + stats.cost(2, s));
+      forwardWork += m * stats.cost(0, s);
+      items.push_back({stats.cost(0, s), problem.stages[s].activation});
+    }
+    if (items.empty())
+      continue;
+    // Most forward time per unit of memory first.
+    std::sort(items.begin(), items.end(), [](const auto &a, const auto &b) {
+      return a.first * b.second > b.first * a.second;
+    });
+    double room = memoryLimit[r], fits = 0.0;
+    for (auto [cost, activation] : items) {
+      if (activation <= 0.0) {
+        fits += m * cost;
+        continue;
+      }
+      double count = std::min<double>(m, room / activation);
+      fits += count * cost;
+      room -= count * activation;
+    }
+    double busy = std::min({forwardWork, fits, firstI - start});
+    bound = std::max(bound, firstI + work - busy);
+  }
+  return bound;
+}
+
 double stagecraft::pipe::sched::memoryAwareLowerBound(
     const Problem &problem, llvm::ArrayRef<int> placement,
     llvm::ArrayRef<double> memoryLimit) {
@@ -97,6 +148,8 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   for (auto &rankJobs : jobs)
     if (!rankJobs.empty())
       bound = std::max(bound, jacksonBound(std::move(rankJobs)));
+  if (!memoryLimit.empty())
+    bound = std::max(bound, warmUpBound(problem, placement, memoryLimit, stats));
   return bound;
 }
 

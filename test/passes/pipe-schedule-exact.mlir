@@ -1,6 +1,7 @@
 // RUN: stagecraft-opt %s --pipe-schedule="kind=exact" --pipe-verify-schedule --pipe-simulate | FileCheck %s
 // RUN: stagecraft-opt %s --pipe-schedule="kind=auto" --pipe-simulate | FileCheck %s --check-prefix=AUTO
-// RUN: stagecraft-opt %S/Inputs/exact-latency.mlir --pipe-schedule="kind=exact time-limit=0.4" --pipe-simulate | FileCheck %s --check-prefix=OPEN
+// RUN: stagecraft-opt %S/Inputs/exact-latency.mlir --pipe-schedule="kind=exact" --pipe-simulate | FileCheck %s --check-prefix=BOUND
+// RUN: stagecraft-opt %S/Inputs/exact-open.mlir --pipe-schedule="kind=exact time-limit=0.4" --pipe-simulate | FileCheck %s --check-prefix=OPEN
 // RUN: not stagecraft-opt %S/Inputs/diamond.mlir --pipe-schedule="kind=exact" 2>&1 | FileCheck %s --check-prefix=GRAPH
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=exact chunks=2" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=exact recompute=full" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
@@ -19,9 +20,15 @@
 // AUTO: auto_choice = "exact search on v (optimal there)"
 // AUTO-SAME: makespan = 1.707800e+01 : f64
 //
+// With latency 0.1 on 4 ranks x 8 microbatches, zb-v's 26.4 meets the
+// memory-aware bound (its warm-up part: until its first I, rank 3 can only
+// run the forwards that fit in memory together), so it is proven optimal
+// without a search.
+// BOUND: auto_choice = "optimal over auto's 3 placements (zb-v; 0 nodes)"
+// BOUND-SAME: makespan = 2.640000e+01 : f64, memory_aware_bound = 2.640000e+01 : f64
+//
 // Where the time runs out, it says that the schedule is only the best found.
 // OPEN: auto_choice = "not proven optimal within the time limit ({{[0-9]}} of 3 placements proven); best found:
-// OPEN-SAME: makespan = 2.640000e+01 : f64
 //
 // GRAPH: error: cannot schedule pipeline @diamond as exact: the exact search handles a chain of stages only
 // CHUNKS: error: cannot schedule pipeline @zb as exact: chunks applies to interleaved-1f1b only; the exact search covers auto's placements

@@ -1,5 +1,4 @@
-// Uniform half stages with latency 0.1 on 4 ranks, 8 microbatches: the
-// exact search does not finish here in a fraction of a second.
+// Uniform half stages with latency 0.1 on 4 ranks, 8 microbatches.
 pipe.pipeline @lat ranks(4) microbatches(8) latency(0.1) {
   pipe.stage @s0 cost(forward = 0.5, backward_input = 0.5, backward_weight = 0.5) memory(activation = 0.5, weight_grad = 0.25)
   pipe.stage @s1 cost(forward = 0.5, backward_input = 0.5, backward_weight = 0.5) memory(activation = 0.5, weight_grad = 0.25)
