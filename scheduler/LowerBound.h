@@ -13,6 +13,10 @@
 // for enough I and W to have ended that all of it fits. Each rank is
 // then a one-machine problem with heads and tails whose preemptive optimum
 // (Jackson's schedule) is a lower bound; the bound is the largest over ranks.
+// Besides, with a limit: until its first I, a rank runs only forwards, all
+// of whose activations are live together then, so it is busy for at most
+// the forward work that fits the limit between its first forward's head
+// and its first I's head; the idle this forces is added to its work.
 // Overlapped F&B gains (DualPipe) are not modelled: schedules using them may
 // end sooner.
 //

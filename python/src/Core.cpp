@@ -440,7 +440,9 @@ NB_MODULE(_core, m) {
       nb::arg("memory_limit") = nb::none(), nb::arg("time_limit") = 10.0,
       nb::arg("folds") = 2, nb::arg("recompute") = nb::none(),
       "Schedule the problem as --pipe-schedule does: kind is gpipe, 1f1b, "
-      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto; "
+      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto or exact "
+      "(small problems: proven optimal over auto's placements, or the best "
+      "found in time_limit; `choice` says which); "
       "recompute is none, full, selective or auto (default: auto with a "
       "capacity, else none; helix: full). The result is verified and "
       "simulated.");
@@ -459,6 +461,7 @@ NB_MODULE(_core, m) {
           names.push_back(
               scheduleKindName(static_cast<ScheduleKind>(k)).str());
         names.push_back("auto");
+        names.push_back("exact");
         return names;
       },
       "Every schedule kind.");

@@ -23,7 +23,23 @@ def problem(ranks, microbatches, stages_per_rank=2, latency=0.0, w=0.5):
 
 
 def test_kinds_lists_every_kind():
-    assert sc.kinds() == FIXED[:-1] + ["dualpipev", "helix", "auto"]
+    assert sc.kinds() == FIXED[:-1] + ["dualpipev", "helix", "auto", "exact"]
+
+
+def test_exact_proves_a_small_optimum():
+    # 3 ranks, 3 microbatches, 6 stages at the zero-bubble paper's costs:
+    # the search proves 17.078 optimal over auto's placements at 1F1B's
+    # peak, above the memory-aware bound (17.031).
+    stages = [sc.Stage(forward=1.0, backward_input=0.9765,
+                       backward_weight=0.5041, activation=0.5,
+                       weight_grad=0.25, name=f"s{i}") for i in range(6)]
+    p = sc.Problem(ranks=3, microbatches=3, latency=0.0324, stages=stages)
+    s = sc.schedule(p, kind="exact")
+    assert s.choice.startswith("optimal over auto's 3 placements")
+    assert s.makespan == pytest.approx(17.078)
+    assert s.memory_aware_bound == pytest.approx(17.031)
+    with pytest.raises(sc.ScheduleError, match="does not plan recomputation"):
+        sc.schedule(p, kind="exact", recompute="full")
 
 
 @pytest.mark.parametrize("kind", FIXED + ["auto"])
@@ -264,8 +280,8 @@ def test_branching_pipeline(tmp_path):
     assert not p.is_chain()
     assert p.stages[4].inputs == [2, 3]
     assert sc.schedule(p, kind="1f1b").makespan == pytest.approx(60.6)
-    assert sc.schedule(p, kind="auto", time_limit=1.0).makespan == \
-        pytest.approx(39.2)
+    # Within a second auto reaches 39.1 on this machine; 39.2 at most.
+    assert sc.schedule(p, kind="auto", time_limit=1.0).makespan <= 39.2 + 1e-9
     with pytest.raises(sc.ScheduleError, match="is built on a chain"):
         sc.schedule(p, kind="zb-v")
     path = tmp_path / "diamond.mlir"
