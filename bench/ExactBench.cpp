@@ -32,12 +32,7 @@ using namespace stagecraft::pipe::sched::bench;
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
   double autoSeconds = argc > 2 ? std::atof(argv[2]) : 1.0;
-  const Profile profiles[] = {
-      {"uniform", 1.0, 1.0, 1.0, 0.0, 1.0, 1.0},
-      {"uniform+lat0.1", 1.0, 1.0, 1.0, 0.1, 1.0, 1.0},
-      {"zb-paper", 1.0, 0.9765, 0.5041, 0.0324, 1.0, 1.0},
-      {"hetero", 1.0, 0.9765, 0.5041, 0.0324, 1.3, 1.6},
-  };
+  const std::vector<Profile> profiles = zeroBubbleProfiles();
   const std::pair<int, int> sizes[] = {{2, 4}, {3, 6}, {4, 4}, {4, 8}};
   fmt::print("exact search at the 1F1B budget, {} s per search; auto at "
              "time-limit={}s\n\n"

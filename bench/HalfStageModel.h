@@ -26,6 +26,17 @@ struct Profile {
   double first, last;
 };
 
+/// The quality benchmarks' profiles: uniform; uniform with latency 0.1; the
+/// Zero Bubble paper's measured costs; those with heavy end stages.
+inline std::vector<Profile> zeroBubbleProfiles() {
+  return {
+      {"uniform", 1.0, 1.0, 1.0, 0.0, 1.0, 1.0},
+      {"uniform+lat0.1", 1.0, 1.0, 1.0, 0.1, 1.0, 1.0},
+      {"zb-paper", 1.0, 0.9765, 0.5041, 0.0324, 1.0, 1.0},
+      {"hetero", 1.0, 0.9765, 0.5041, 0.0324, 1.3, 1.6},
+  };
+}
+
 /// \p p ranks, \p m microbatches, 2p half stages of \p profile, each with
 /// activation 0.5 and \p weightGrad of it kept for W.
 inline Problem halfStageProblem(const Profile &profile, int p, int m,

@@ -29,12 +29,7 @@ using namespace stagecraft::pipe::sched::bench;
 
 int main(int argc, char **argv) {
   double autoSeconds = argc > 1 ? std::atof(argv[1]) : 10.0;
-  const Profile profiles[] = {
-      {"uniform", 1.0, 1.0, 1.0, 0.0, 1.0, 1.0},
-      {"uniform+lat0.1", 1.0, 1.0, 1.0, 0.1, 1.0, 1.0},
-      {"zb-paper", 1.0, 0.9765, 0.5041, 0.0324, 1.0, 1.0},
-      {"hetero", 1.0, 0.9765, 0.5041, 0.0324, 1.3, 1.6},
-  };
+  const std::vector<Profile> profiles = zeroBubbleProfiles();
   const ScheduleKind kinds[] = {ScheduleKind::OneFOneB, ScheduleKind::ZBH1,
                                 ScheduleKind::ZBH2, ScheduleKind::ZBV,
                                 ScheduleKind::DualPipeV};

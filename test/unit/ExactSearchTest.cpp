@@ -38,6 +38,31 @@ std::vector<Profile> profiles() {
           {{1.0, 2.0, 0.5}, 0.0}};
 }
 
+/// A rank's costs and latency, with the first and the last stage scaled
+/// (embedding, LM head).
+struct EndsCase {
+  Costs costs;
+  double latency, first, last;
+};
+
+/// p ranks, m microbatches, \p perRank stages per rank, each with 1 /
+/// perRank of the costs and activation (weight_grad half of it), the ends
+/// scaled as \p c says.
+Problem endsProblem(int p, int m, int perRank, const EndsCase &c) {
+  int n = perRank * p;
+  Problem problem = uniformProblem(p, m, n, c.costs, c.latency);
+  for (int s = 0; s < n; ++s) {
+    double scale = s == 0 ? c.first : s == n - 1 ? c.last : 1.0;
+    Stage &st = problem.stages[s];
+    st.forward *= scale / perRank;
+    st.backwardInput *= scale / perRank;
+    st.backwardWeight *= scale / perRank;
+    st.activation = 1.0 / perRank;
+    st.weightGrad = 0.5 / perRank;
+  }
+  return problem;
+}
+
 TEST(ExactSearch, SingleRankIsItsWork) {
   for (int m = 1; m <= 4; ++m) {
     Problem problem = uniformProblem(1, m, 1, {1.0, 2.0, 0.5});
@@ -126,27 +151,14 @@ TEST(ExactSearch, OptimumBracketsBoundKindsAndAuto) {
 /// p = 2, m = 4): wherever the optimum over auto's placements is proven,
 /// auto reaches it.
 TEST(ExactSearch, AutoReachesTheProvenOptimumOnSmallProblems) {
-  struct Case {
-    Costs costs;
-    double latency, first, last;
-  };
-  const Case cases[] = {{{1.0, 0.9765, 0.5041}, 0.0324, 1.3, 1.6},
-                        {{1.0, 1.0, 1.0}, 0.1, 1.6, 1.0},
-                        {{1.0, 2.0, 0.5}, 0.0, 1.0, 1.5},
-                        {{1.0, 1.0, 1.0}, 0.0, 1.0, 1.0}};
+  const EndsCase cases[] = {{{1.0, 0.9765, 0.5041}, 0.0324, 1.3, 1.6},
+                            {{1.0, 1.0, 1.0}, 0.1, 1.6, 1.0},
+                            {{1.0, 2.0, 0.5}, 0.0, 1.0, 1.5},
+                            {{1.0, 1.0, 1.0}, 0.0, 1.0, 1.0}};
   int proven = 0;
   for (int m : {2, 3, 4})
-    for (const Case &c : cases) {
-      Problem problem = uniformProblem(2, m, 4, c.costs, c.latency);
-      for (int s = 0; s < 4; ++s) {
-        double scale = s == 0 ? c.first : s == 3 ? c.last : 1.0;
-        Stage &st = problem.stages[s];
-        st.forward *= 0.5 * scale;
-        st.backwardInput *= 0.5 * scale;
-        st.backwardWeight *= 0.5 * scale;
-        st.activation = 0.5;
-        st.weightGrad = 0.25;
-      }
+    for (const EndsCase &c : cases) {
+      Problem problem = endsProblem(2, m, 2, c);
       double budget = highest(*oneFOneBPeakMemory(problem));
       llvm::Expected<AutoResult> a = autoSchedule(problem, {});
       ASSERT_TRUE(!!a) << llvm::toString(a.takeError());
@@ -191,14 +203,10 @@ TEST(ExactSearch, AutoReachesTheProvenOptimumOnSmallProblems) {
 /// until the first I, all within the limit together) lifted the bound from
 /// 52.2 to 53.6 at p = 8, m = 16, latency 0.1 with 2 stages per rank.
 TEST(MemoryAwareBound, NeverAboveAScheduleWithinTheLimit) {
-  struct Case {
-    Costs costs;
-    double latency, first, last;
-  };
-  const Case cases[] = {{{1.0, 1.0, 1.0}, 0.1, 1.0, 1.0},
-                        {{1.0, 0.9765, 0.5041}, 0.0324, 1.3, 1.6},
-                        {{1.0, 2.0, 0.5}, 0.0, 1.0, 1.0},
-                        {{2.0, 1.0, 1.5}, 0.3, 1.6, 1.0}};
+  const EndsCase cases[] = {{{1.0, 1.0, 1.0}, 0.1, 1.0, 1.0},
+                            {{1.0, 0.9765, 0.5041}, 0.0324, 1.3, 1.6},
+                            {{1.0, 2.0, 0.5}, 0.0, 1.0, 1.0},
+                            {{2.0, 1.0, 1.5}, 0.3, 1.6, 1.0}};
   const ScheduleKind kinds[] = {
       ScheduleKind::GPipe,           ScheduleKind::OneFOneB,
       ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
@@ -208,18 +216,9 @@ TEST(MemoryAwareBound, NeverAboveAScheduleWithinTheLimit) {
   for (int p : {2, 3, 4, 8})
     for (int m : {p, 2 * p, 4 * p})
       for (int perRank : {1, 2})
-        for (const Case &c : cases) {
+        for (const EndsCase &c : cases) {
           int n = perRank * p;
-          Problem problem = uniformProblem(p, m, n, c.costs, c.latency);
-          for (int s = 0; s < n; ++s) {
-            double scale = s == 0 ? c.first : s == n - 1 ? c.last : 1.0;
-            Stage &st = problem.stages[s];
-            st.forward *= scale / perRank;
-            st.backwardInput *= scale / perRank;
-            st.backwardWeight *= scale / perRank;
-            st.activation = 1.0 / perRank;
-            st.weightGrad = 0.5 / perRank;
-          }
+          Problem problem = endsProblem(p, m, perRank, c);
           double peak = highest(*oneFOneBPeakMemory(problem));
           for (double limit : {peak, 0.75 * peak}) {
             std::vector<Schedule> schedules;
