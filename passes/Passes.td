@@ -81,8 +81,8 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       per-rank orders on every placement auto searches, within
       `memory-limit` (default: the highest 1F1B peak) and the rest of
       `time-limit`. `auto_choice` says whether the schedule is proven
-      optimal over those placements or only the best found in time. No
-      recomputation, graphs, lengths or links.
+      optimal over those placements or only the best found in time. At
+      most 4096 actions; no recomputation, graphs, lengths or links.
     - `helix`: HelixPipe (attention-parallel). Stage j is parameter block j
       on rank j mod p and every stage but the last declares the core
       attention that follows it (`attention(...)`); microbatch offset d of a

@@ -25,6 +25,7 @@ using namespace stagecraft::pipe::sched;
 
 namespace {
 constexpr double kEps = 1e-9;
+constexpr long long kMaxActions = 4096;
 
 class Searcher {
 public:
@@ -256,6 +257,18 @@ static llvm::Error checkSupported(const Problem &problem) {
         llvm::inconvertibleErrorCode(),
         fmt::format("the exact search handles {} only", what));
   };
+  // The search recurses once per action: a bound on its depth (it reaches
+  // a few hundred actions in seconds anyway).
+  const long long actions =
+      3LL * problem.numStages() * problem.microbatches;
+  if (actions > kMaxActions)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("the exact search is for small problems: {} actions "
+                    "({} stages x {} microbatches x 3), at most {}; use "
+                    "kind=auto",
+                    actions, problem.numStages(), problem.microbatches,
+                    kMaxActions));
   if (!problem.isChain())
     return unsupported("a chain of stages");
   if (problem.hasLengths())

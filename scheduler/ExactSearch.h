@@ -6,9 +6,11 @@
 // in any order), each starting as early as its rank and its inputs allow, so
 // every schedule the simulator can produce is enumerated; microbatches are
 // interchangeable, so forwards of the first stage go in microbatch order. A
-// branch is cut when every rank's remaining work, started no earlier than
-// the current time, cannot beat the best makespan found, or when the
-// memory-aware lower bound is reached. The search is exponential: it states
+// branch is cut when, for some rank, Jackson's preemptive schedule of its
+// remaining actions (each with the head and tail of its order statistic in
+// the memory-aware bound, started no earlier than the current time) cannot
+// beat the best makespan found; the search ends when the memory-aware lower
+// bound is reached. The search is exponential: it states
 // whether it proved optimality or stopped at its time or node limit.
 //
 //===----------------------------------------------------------------------===//

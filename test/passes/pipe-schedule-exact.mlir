@@ -5,6 +5,7 @@
 // RUN: not stagecraft-opt %S/Inputs/diamond.mlir --pipe-schedule="kind=exact" 2>&1 | FileCheck %s --check-prefix=GRAPH
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=exact chunks=2" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=exact recompute=full" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: sed 's/microbatches(8)/microbatches(200)/' %S/Inputs/exact-latency.mlir | not stagecraft-opt --pipe-schedule="kind=exact" 2>&1 | FileCheck %s --check-prefix=BIG
 
 // Tests kind=exact: on 3 ranks, 3 microbatches and 6 stages with the
 // zero-bubble paper's costs, the branch-and-bound proves 17.078 optimal over
@@ -32,6 +33,7 @@
 //
 // GRAPH: error: cannot schedule pipeline @diamond as exact: the exact search handles a chain of stages only
 // CHUNKS: error: cannot schedule pipeline @zb as exact: chunks applies to interleaved-1f1b only; the exact search covers auto's placements
+// BIG: error: cannot schedule pipeline @lat as exact: the exact search is for small problems: 4800 actions (8 stages x 200 microbatches x 3), at most 4096; use kind=auto
 // RECOMPUTE: error: cannot schedule pipeline @zb as exact: the exact search does not plan recomputation; use kind=auto with recompute=
 pipe.pipeline @zb ranks(3) microbatches(3) latency(0.0324) {
   pipe.stage @s0 cost(forward = 1.0, backward_input = 0.9765, backward_weight = 0.5041) memory(activation = 0.5, weight_grad = 0.25)
