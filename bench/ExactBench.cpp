@@ -4,10 +4,11 @@
 // model (2p half stages, the zero-bubble profiles) at the 1F1B budget, on
 // every placement `auto` searches, seeded with auto's schedule where auto
 // chose that placement, else with the kind built on it (zb-h1, zb-v,
-// interleaved-1f1b) if any. Per point: whether optimality was proven within the time
-// limit, the nodes searched and the seconds taken, with the order-statistic
-// cuts at every node and with only each rank's remaining work (before),
-// and the optimum (or best found) against auto and the memory-aware bound.
+// interleaved-1f1b) if any. Per point: whether optimality was proven within the
+// time limit, the nodes searched and the seconds taken, with the
+// order-statistic cuts at every node and with only each rank's remaining work
+// (before), and the optimum (or best found) against auto and the memory-aware
+// bound.
 //   stagecraft-exact-bench [seconds-per-search] [auto-seconds]
 //
 //===----------------------------------------------------------------------===//
@@ -72,9 +73,8 @@ int main(int argc, char **argv) {
         std::optional<Schedule> seed;
         if (a->schedule.placement == placement)
           seed = a->schedule;
-        for (ScheduleKind kind :
-             {ScheduleKind::ZBH1, ScheduleKind::ZBV,
-              ScheduleKind::Interleaved1F1B})
+        for (ScheduleKind kind : {ScheduleKind::ZBH1, ScheduleKind::ZBV,
+                                  ScheduleKind::Interleaved1F1B})
           if (!seed) {
             llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
             if (!s)
@@ -82,8 +82,8 @@ int main(int argc, char **argv) {
             else if (s->placement == placement)
               seed = *s;
           }
-        std::string row = fmt::format("| {} | {}, {} | {} |", profile.name, p,
-                                      m, np.name);
+        std::string row =
+            fmt::format("| {} | {}, {} | {} |", profile.name, p, m, np.name);
         double best = std::numeric_limits<double>::infinity(), bound = 0.0;
         bool proven = false;
         for (bool cuts : {true, false}) {

@@ -259,8 +259,7 @@ static llvm::Error checkSupported(const Problem &problem) {
   };
   // The search recurses once per action: a bound on its depth (it reaches
   // a few hundred actions in seconds anyway).
-  const long long actions =
-      3LL * problem.numStages() * problem.microbatches;
+  const long long actions = 3LL * problem.numStages() * problem.microbatches;
   if (actions > kMaxActions)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -285,9 +284,10 @@ static llvm::Error checkSupported(const Problem &problem) {
   return llvm::Error::success();
 }
 
-llvm::Expected<ExactResult> stagecraft::pipe::sched::exactSchedule(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    const ExactOptions &options) {
+llvm::Expected<ExactResult>
+stagecraft::pipe::sched::exactSchedule(const Problem &problem,
+                                       llvm::ArrayRef<int> placement,
+                                       const ExactOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
   if (llvm::Error err = checkSupported(problem))
@@ -376,10 +376,11 @@ stagecraft::pipe::sched::exactOverPlacements(const Problem &problem,
   const std::vector<double> limits(problem.ranks, found->memoryLimit);
   std::vector<std::pair<double, NamedPlacement>> order;
   for (NamedPlacement &np : candidatePlacements(problem))
-    order.push_back({memoryAwareLowerBound(problem, np.placement, limits),
-                     std::move(np)});
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto &a, const auto &b) { return a.first < b.first; });
+    order.push_back(
+        {memoryAwareLowerBound(problem, np.placement, limits), std::move(np)});
+  std::stable_sort(
+      order.begin(), order.end(),
+      [](const auto &a, const auto &b) { return a.first < b.first; });
   result.placements = static_cast<int>(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const auto &[bound, np] = order[i];

@@ -89,9 +89,9 @@ struct ExactOverPlacements {
   int placementsProven = 0, placements = 0;
 };
 
-llvm::Expected<ExactOverPlacements>
-exactOverPlacements(const Problem &problem, double memoryLimit,
-                    double timeLimit);
+llvm::Expected<ExactOverPlacements> exactOverPlacements(const Problem &problem,
+                                                        double memoryLimit,
+                                                        double timeLimit);
 
 } // namespace stagecraft::pipe::sched
 

@@ -149,13 +149,15 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
     if (!rankJobs.empty())
       bound = std::max(bound, jacksonBound(std::move(rankJobs)));
   if (!memoryLimit.empty())
-    bound = std::max(bound, warmUpBound(problem, placement, memoryLimit, stats));
+    bound =
+        std::max(bound, warmUpBound(problem, placement, memoryLimit, stats));
   return bound;
 }
 
-OrderStatistics stagecraft::pipe::sched::orderStatistics(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    llvm::ArrayRef<double> memoryLimit) {
+OrderStatistics
+stagecraft::pipe::sched::orderStatistics(const Problem &problem,
+                                         llvm::ArrayRef<int> placement,
+                                         llvm::ArrayRef<double> memoryLimit) {
   OrderStatistics stats;
   const int n = problem.numStages(), m = problem.microbatches;
   const Problem::Edges edges = problem.edges();

@@ -11,8 +11,8 @@
 #include "TestUtil.h"
 
 #include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
 #include "scheduler/ExactSearch.h"
+#include "scheduler/Generators.h"
 #include "scheduler/LowerBound.h"
 
 #include <cstdio>
@@ -175,8 +175,8 @@ TEST(ExactSearch, AutoReachesTheProvenOptimumOnSmallProblems) {
         llvm::Expected<ExactResult> r =
             exactSchedule(problem, np.placement, options);
         ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
-        results.push_back({r->makespan, r->optimal ? r->makespan
-                                                   : r->lowerBound});
+        results.push_back(
+            {r->makespan, r->optimal ? r->makespan : r->lowerBound});
         optimum = std::min(optimum, r->makespan);
       }
       // Proven over the placements: each placement's optimum is proven, or
@@ -185,8 +185,8 @@ TEST(ExactSearch, AutoReachesTheProvenOptimumOnSmallProblems) {
         searched &= floor >= optimum - 1e-9;
       std::printf("m=%d I=%.4f lat=%.4f ends x%.1f x%.1f: optimum %.4f (%s), "
                   "auto %.4f\n",
-                  m, c.costs.backwardInput, c.latency, c.first, c.last,
-                  optimum, searched ? "proven" : "not proven", autoMakespan);
+                  m, c.costs.backwardInput, c.latency, c.first, c.last, optimum,
+                  searched ? "proven" : "not proven", autoMakespan);
       if (!searched)
         continue;
       ++proven;
@@ -207,11 +207,13 @@ TEST(MemoryAwareBound, NeverAboveAScheduleWithinTheLimit) {
                             {{1.0, 0.9765, 0.5041}, 0.0324, 1.3, 1.6},
                             {{1.0, 2.0, 0.5}, 0.0, 1.0, 1.0},
                             {{2.0, 1.0, 1.5}, 0.3, 1.6, 1.0}};
-  const ScheduleKind kinds[] = {
-      ScheduleKind::GPipe,           ScheduleKind::OneFOneB,
-      ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
-      ScheduleKind::ZBH2,            ScheduleKind::ZBV,
-      ScheduleKind::DualPipeV};
+  const ScheduleKind kinds[] = {ScheduleKind::GPipe,
+                                ScheduleKind::OneFOneB,
+                                ScheduleKind::Interleaved1F1B,
+                                ScheduleKind::ZBH1,
+                                ScheduleKind::ZBH2,
+                                ScheduleKind::ZBV,
+                                ScheduleKind::DualPipeV};
   int checked = 0;
   for (int p : {2, 3, 4, 8})
     for (int m : {p, 2 * p, 4 * p})
@@ -223,7 +225,8 @@ TEST(MemoryAwareBound, NeverAboveAScheduleWithinTheLimit) {
           for (double limit : {peak, 0.75 * peak}) {
             std::vector<Schedule> schedules;
             for (ScheduleKind kind : kinds)
-              if (llvm::Expected<Schedule> s = generateSchedule(problem, {kind}))
+              if (llvm::Expected<Schedule> s =
+                      generateSchedule(problem, {kind}))
                 schedules.push_back(std::move(*s));
               else
                 llvm::consumeError(s.takeError());
