@@ -26,6 +26,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <time.h>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -552,6 +553,14 @@ private:
   double now() const {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
+  /// The CPU seconds this rank's thread has computed: the device time of a
+  /// CPU rank. Time the thread waits for a core (another process's turn on
+  /// a loaded host) is not in it; a slower core is.
+  static double cpuNow() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
   llvm::Error fail(size_t at, const std::string &what) {
     monitor.abort();
     return llvm::createStringError(
@@ -619,6 +628,30 @@ private:
                             : std::string("stopped: another rank failed"));
       }
       std::this_thread::sleep_until(std::min(until, Clock::now() + slice));
+    }
+    monitor.waiting(rank, "");
+    return llvm::Error::success();
+  }
+
+  /// Computes on this thread for \p seconds of its CPU time, as a device
+  /// that many times slower would (--inject-slowdown).
+  llvm::Error computeFor(size_t at, const std::string &who, double seconds) {
+    const double until = cpuNow() + seconds;
+    monitor.waiting(rank, fmt::format("instruction {}: {} ({:.6g} CPU s)", at,
+                                      who, seconds));
+    volatile double sink = 1.0;
+    while (cpuNow() < until) {
+      if (monitor.expired()) {
+        monitor.waiting(rank, "");
+        return fail(at, monitor.timedOut()
+                            ? fmt::format("no rank progressed for {} s; {} "
+                                          "computes for {:.6g} CPU s",
+                                          monitor.timeoutSeconds(), who,
+                                          seconds)
+                            : std::string("stopped: another rank failed"));
+      }
+      for (int i = 0; i < 2000; ++i)
+        sink = sink * 1.0000001 + 1e-9;
     }
     monitor.waiting(rank, "");
     return llvm::Error::success();
@@ -881,8 +914,10 @@ private:
   int computes = 0;
   /// Training: the step running.
   int currentStep = 0;
-  /// Training: the compute seconds per simulated unit of each step run.
+  /// Training: the compute CPU seconds per simulated unit of each step run,
+  /// and the CPU seconds computed so far in the step running.
   std::vector<double> stepRates;
+  double stepCpu = 0.0;
   /// Training: this rank's model pieces, and the attention of each layer
   /// that runs here (created when first needed).
   RankModels models;
@@ -927,7 +962,7 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (llvm::Error err = trainSteps(
             plan, models, train,
             [&]() -> llvm::Error {
-              double before = result.busy;
+              stepCpu = 0.0;
               if (llvm::Error err = runStream())
                 return err;
               // An attempt's first step warms up (allocation, caches): not
@@ -935,7 +970,7 @@ llvm::Expected<RankResult> RankRunner::run() {
               stepRates.push_back(
                   stepRates.empty() || !(units > 0.0)
                       ? std::numeric_limits<double>::quiet_NaN()
-                      : (result.busy - before) / units);
+                      : stepCpu / units);
               return llvm::Error::success();
             },
             result.losses, hooks))
@@ -1026,14 +1061,15 @@ llvm::Error RankRunner::runStream() {
           return std::move(err);
       double begin = now();
       if (options.train) {
+        const double cpuBegin = cpuNow();
         if (llvm::Error err = train(at, op))
           return err;
         if (slowed())
-          if (llvm::Error err = sleepFor(
+          if (llvm::Error err = computeFor(
                   at, who + " (injected slowdown)",
-                  (options.train->slowFactor - 1.0) * (now() - begin) /
-                      options.timeUnit))
+                  (options.train->slowFactor - 1.0) * (cpuNow() - cpuBegin)))
             return err;
+        stepCpu += cpuNow() - cpuBegin;
       } else if (llvm::Error err = sleepFor(at, who, op.cost)) {
         return err;
       }

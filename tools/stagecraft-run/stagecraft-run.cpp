@@ -659,12 +659,14 @@ static int run(int rank) {
 #endif
   if (!report)
     return fail(report.takeError());
-  // Stopped for a straggler: every rank exits with the status that says
-  // "re-plan with the speeds measured".
+  // Stopped for a straggler: rank 0 exits with the status that says
+  // "re-plan with the speeds measured", after printing the straggler lines.
+  // The other ranks' part is done and they exit 0: under mpirun a non-zero
+  // exit ends the job, which could end rank 0 before it printed.
   const int status =
       report->stoppedAt >= 0 ? stagecraft::runtime::kExitStraggler : 0;
   if (rank != 0)
-    return status;
+    return 0;
   outs() << stagecraft::runtime::formatRunReport(
       *plan, *report, options,
       reference ? std::string("sequential reference") : std::string(backend));
