@@ -85,6 +85,9 @@ constexpr long long kExactNodes = 200000;
 /// The local search also starts from other placements' best schedules
 /// within this fraction of the best.
 constexpr double kLocalSearchWindow = 0.1;
+/// A local search that keeps finding shorter steps runs on, up to this many
+/// times its patience (AutoOptions::maxLocalSteps) in all.
+constexpr long long kLocalSearchCap = 5;
 
 /// The block (0..blocks-1) of each of \p work's items when cut into
 /// \p blocks contiguous blocks (at most the items) minimizing the largest
@@ -369,12 +372,68 @@ static Score score(const Search &search, const Schedule &schedule) {
   return result;
 }
 
+/// The actions on one critical path of \p schedule's timeline, as (rank,
+/// position in its order): from an action that ends last, back through
+/// what each start waited for (the previous action on the rank, or a
+/// dependency's end plus its latency). Only moving one of these, or an
+/// action around one, can shorten the step.
+static std::vector<std::pair<int, int>>
+criticalActions(const Problem &problem, const Schedule &schedule) {
+  std::vector<std::pair<int, int>> path;
+  llvm::Expected<TaskGraph> graph = buildTaskGraph(problem, schedule);
+  if (!graph) {
+    llvm::consumeError(graph.takeError());
+    return path;
+  }
+  llvm::Expected<Timeline> timeline = simulate(*graph);
+  if (!timeline) {
+    llvm::consumeError(timeline.takeError());
+    return path;
+  }
+  // An overlapped action is two tasks: positions would not match the
+  // schedule's orders (the caller then moves any action).
+  for (int r = 0; r < graph->numRanks(); ++r)
+    if (graph->rankOrder(r).size() != schedule.ranks[r].size())
+      return path;
+  const size_t n = graph->numTasks();
+  std::vector<double> start(n), end(n);
+  TaskId last = -1;
+  for (int r = 0; r < graph->numRanks(); ++r) {
+    llvm::ArrayRef<TaskId> order = graph->rankOrder(r);
+    for (size_t i = 0; i < order.size(); ++i) {
+      start[order[i]] = timeline->ranks[r][i].start;
+      end[order[i]] = timeline->ranks[r][i].end;
+      if (last < 0 || end[order[i]] > end[last])
+        last = order[i];
+    }
+  }
+  const double eps = 1e-9 * std::max(1.0, timeline->makespan);
+  for (TaskId t = last; t >= 0;) {
+    const int r = graph->task(t).rank, at = graph->positionOf(t);
+    path.push_back({r, at});
+    TaskId next = -1;
+    if (at > 0) {
+      TaskId prev = graph->rankOrder(r)[at - 1];
+      if (std::abs(end[prev] - start[t]) <= eps)
+        next = prev;
+    }
+    if (next < 0)
+      for (const Dependency &dep : graph->dependencies(t))
+        if (std::abs(end[dep.task] + dep.latency - start[t]) <= eps)
+          next = dep.task;
+    t = next;
+  }
+  return path;
+}
+
 /// Moves one action of one rank a few positions earlier or later, keeping
-/// the move when the order stays valid, within memory and no worse; stops
-/// after \p maxSteps tries or at the time limit. Deterministic: the moves
-/// come from a fixed-seed generator.
+/// the move when the order stays valid, within memory and no worse. Every
+/// other move takes an action on the current critical path (criticalActions),
+/// the others any action of any rank. Stops after \p patience moves without
+/// a shorter step, after kLocalSearchCap times that many in all, or at the
+/// time limit. Deterministic: the moves come from a fixed-seed generator.
 static void improveOrders(Search &search, Schedule current,
-                          const std::string &name, int maxSteps) {
+                          const std::string &name, int patience) {
   const std::string improved = name.find("local search") == std::string::npos
                                    ? name + " + local search"
                                    : name;
@@ -383,13 +442,29 @@ static void improveOrders(Search &search, Schedule current,
     return;
   std::mt19937 rng(12345);
   const int p = current.numRanks();
-  for (int step = 0; step < maxSteps && !search.outOfTime(); ++step) {
-    int r = std::uniform_int_distribution<int>(0, p - 1)(rng);
+  std::vector<std::pair<int, int>> critical =
+      criticalActions(search.problem, current);
+  bool stale = false;
+  const long long cap = static_cast<long long>(patience) * kLocalSearchCap;
+  for (long long step = 0, lastGain = 0;
+       step - lastGain < patience && step < cap && !search.outOfTime();
+       ++step) {
+    int r, from;
+    if (step % 2 == 1 && stale) {
+      critical = criticalActions(search.problem, current);
+      stale = false;
+    }
+    if (step % 2 == 1 && !critical.empty()) {
+      std::tie(r, from) = critical[std::uniform_int_distribution<size_t>(
+          0, critical.size() - 1)(rng)];
+    } else {
+      r = std::uniform_int_distribution<int>(0, p - 1)(rng);
+      from = std::uniform_int_distribution<int>(
+          0, std::max(0, static_cast<int>(current.ranks[r].size()) - 1))(rng);
+    }
     std::vector<Action> &order = current.ranks[r];
     if (order.size() < 2)
       continue;
-    int from = std::uniform_int_distribution<int>(
-        0, static_cast<int>(order.size()) - 1)(rng);
     int shift = std::uniform_int_distribution<int>(-6, 6)(rng);
     int to = std::clamp(from + shift, 0, static_cast<int>(order.size()) - 1);
     if (to == from)
@@ -399,9 +474,12 @@ static void improveOrders(Search &search, Schedule current,
     order.insert(order.begin() + to, moved);
     Score candidate = score(search, current);
     if (candidate.betterOrEqual(now)) {
-      if (candidate.makespan < now.makespan - 1e-9)
+      if (candidate.makespan < now.makespan - 1e-9) {
         search.consider(current, improved);
+        lastGain = step;
+      }
       now = candidate;
+      stale = true;
     } else {
       order.erase(order.begin() + to);
       order.insert(order.begin() + from, moved);
@@ -668,8 +746,15 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // whose first schedules lose can still hold the fastest (round-robin
   // with heavy end stages).
   if (search.found) {
-    improveOrders(search, search.best.schedule, search.best.name,
-                  options.maxLocalSteps);
+    // A schedule at its placement's memory-aware bound is optimal there.
+    size_t bestAt = 0;
+    while (bestAt < placements.size() &&
+           placements[bestAt].placement != search.best.schedule.placement)
+      ++bestAt;
+    if (bestAt == placements.size() ||
+        search.best.makespan > placementBounds[bestAt] * (1 + 1e-9))
+      improveOrders(search, search.best.schedule, search.best.name,
+                    options.maxLocalSteps);
     std::vector<AutoResult> others;
     for (size_t i = 0; i < placements.size(); ++i) {
       auto it = search.perPlacement.find(placements[i].placement);

@@ -32,8 +32,9 @@ struct AutoOptions {
   double memoryLimit = 0.0;
   /// Wall-clock budget of the search in seconds.
   double timeLimit = 10.0;
-  /// Moves the local search over per-rank orders tries (each verified and
-  /// simulated) before it stops, if the time limit does not stop it first.
+  /// The local search over per-rank orders stops after this many moves
+  /// (each verified and simulated) without a shorter step, after five
+  /// times as many in all, or at the time limit.
   int maxLocalSteps = 20000;
   /// Called every `progressInterval` seconds while the search runs, and once
   /// at the end if it ran longer than that.

@@ -45,6 +45,24 @@ inline Problem uniformProblem(int ranks, int microbatches, int stages,
   return problem;
 }
 
+/// The quality benchmark's "hetero" profile: 2p half stages with the Zero
+/// Bubble paper's costs and latency, activation 0.5 and weight_grad 0.25,
+/// the first stage x1.3 and the last x1.6 (embedding, LM head).
+inline Problem heavyEndsProblem(int p, int m) {
+  Problem problem =
+      uniformProblem(p, m, 2 * p, {0.5, 0.48825, 0.25205}, 0.0324);
+  for (int s = 0; s < 2 * p; ++s) {
+    double scale = s == 0 ? 1.3 : s == 2 * p - 1 ? 1.6 : 1.0;
+    Stage &st = problem.stages[s];
+    st.forward *= scale;
+    st.backwardInput *= scale;
+    st.backwardWeight *= scale;
+    st.activation = 0.5;
+    st.weightGrad = 0.25;
+  }
+  return problem;
+}
+
 /// Ranks 1..8 and 16, as the closed-form grids use.
 inline std::vector<int> rankGrid() { return {1, 2, 3, 4, 5, 6, 7, 8, 16}; }
 

@@ -269,17 +269,7 @@ TEST(ZBV, HeavyEndStagesReachTheirPlacementsBound) {
   // placement at 1F1B's peak (the plain heuristic was up to 9 % above).
   for (int p : {4, 8})
     for (int m : {2 * p, 4 * p}) {
-      Problem problem =
-          uniformProblem(p, m, 2 * p, {0.5, 0.48825, 0.25205}, 0.0324);
-      for (int s = 0; s < 2 * p; ++s) {
-        double scale = s == 0 ? 1.3 : s == 2 * p - 1 ? 1.6 : 1.0;
-        Stage &st = problem.stages[s];
-        st.forward *= scale;
-        st.backwardInput *= scale;
-        st.backwardWeight *= scale;
-        st.activation = 0.5;
-        st.weightGrad = 0.25;
-      }
+      Problem problem = heavyEndsProblem(p, m);
       Timeline t = run(problem, ScheduleKind::ZBV);
       double budget = oneFOneBHighestPeak(problem);
       EXPECT_LE(highest(t.peakMemory), budget + 1e-9);
