@@ -23,7 +23,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <thread>
 
 using namespace stagecraft::pipe::sched;
 
@@ -60,38 +62,80 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
   return listSchedule(problem, placement, policy);
 }
 
-/// The fastest of several candidate schedules, each simulated once. The
-/// first of equally fast candidates wins; when every candidate failed, the
-/// first failure is the result.
+namespace {
+/// Problems with at least this many actions generate their candidates in
+/// parallel threads; below it a thread costs more than it saves.
+constexpr double kParallelActions = 50000;
+
+/// The fastest of several candidate schedules, each generated and simulated
+/// once: in a thread of its own on large problems, the result being the
+/// same either way. The first of equally fast candidates wins; when every
+/// candidate failed, the first failure is the result.
 class Fastest {
 public:
+  using Candidate = std::function<llvm::Expected<Schedule>()>;
   explicit Fastest(const Problem &problem) : problem(problem) {}
 
-  void add(llvm::Expected<Schedule> candidate) {
-    if (!candidate) {
-      if (firstError)
-        llvm::consumeError(candidate.takeError());
-      else
-        firstError = candidate.takeError();
-      return;
-    }
-    llvm::Expected<Timeline> t = simulate(problem, *candidate);
-    if (!t) {
-      llvm::consumeError(t.takeError());
-      invalid = true;
-      return;
-    }
-    if (!best || t->makespan < makespan - 1e-9) {
-      best = std::move(*candidate);
-      makespan = t->makespan;
-    }
-  }
+  void add(Candidate candidate) { candidates.push_back(std::move(candidate)); }
 
   llvm::Expected<Schedule> take() {
-    if (!best && !invalid)
+    const size_t n = candidates.size();
+    std::vector<std::optional<llvm::Expected<Schedule>>> results(n);
+    std::vector<double> makespans(n, 0.0);
+    std::vector<char> invalid(n, 0);
+    auto run = [&](size_t i) {
+      llvm::Expected<Schedule> s = candidates[i]();
+      if (s) {
+        llvm::Expected<Timeline> t = simulate(problem, *s);
+        if (t) {
+          makespans[i] = t->makespan;
+        } else {
+          llvm::consumeError(t.takeError());
+          invalid[i] = 1;
+        }
+      }
+      results[i].emplace(std::move(s));
+    };
+    const double actions =
+        3.0 * problem.numStages() * static_cast<double>(problem.microbatches);
+    if (n > 1 && actions >= kParallelActions &&
+        std::thread::hardware_concurrency() > 1) {
+      std::vector<std::thread> threads;
+      for (size_t i = 1; i < n; ++i)
+        threads.emplace_back(run, i);
+      run(0);
+      for (std::thread &t : threads)
+        t.join();
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        run(i);
+    }
+    std::optional<Schedule> best;
+    double makespan = 0.0;
+    llvm::Error firstError = llvm::Error::success();
+    bool anyInvalid = false;
+    for (size_t i = 0; i < n; ++i) {
+      llvm::Expected<Schedule> &s = *results[i];
+      if (!s) {
+        if (firstError)
+          llvm::consumeError(s.takeError());
+        else
+          firstError = s.takeError();
+        continue;
+      }
+      if (invalid[i]) {
+        anyInvalid = true;
+        continue;
+      }
+      if (!best || makespans[i] < makespan - 1e-9) {
+        best = std::move(*s);
+        makespan = makespans[i];
+      }
+    }
+    if (!best && !anyInvalid)
       return std::move(firstError);
     llvm::consumeError(std::move(firstError));
-    if (invalid)
+    if (anyInvalid)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "a zero-bubble candidate does not "
                                      "verify");
@@ -100,11 +144,9 @@ public:
 
 private:
   const Problem &problem;
-  std::optional<Schedule> best;
-  double makespan = 0.0;
-  llvm::Error firstError = llvm::Error::success();
-  bool invalid = false;
+  std::vector<Candidate> candidates;
 };
+} // namespace
 
 /// The highest per-rank peak of 1F1B on \p placement.
 static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
@@ -129,9 +171,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   // The papers' heuristic is built on a chain; a branching pipeline gets
   // the list scheduler alone.
   if (problem.isChain())
-    fastest.add(zeroBubbleChain(problem, placement, limits));
-  fastest.add(zeroBubble(
-      problem, placement, [&](int k) { return p - k - 1; }, limits));
+    fastest.add([&] { return zeroBubbleChain(problem, placement, limits); });
+  fastest.add([&] {
+    return zeroBubble(
+        problem, placement, [&](int k) { return p - k - 1; }, limits);
+  });
   return fastest.take();
 }
 
@@ -149,9 +193,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   // The papers' heuristic is built on a chain; a branching pipeline gets
   // the list scheduler alone.
   if (problem.isChain())
-    fastest.add(zeroBubbleChain(problem, placement, limits));
-  fastest.add(zeroBubble(
-      problem, placement, [&](int k) { return 2 * (p - k) - 2; }, limits));
+    fastest.add([&] { return zeroBubbleChain(problem, placement, limits); });
+  fastest.add([&] {
+    return zeroBubble(
+        problem, placement, [&](int k) { return 2 * (p - k) - 2; }, limits);
+  });
   return fastest.take();
 }
 
@@ -198,7 +244,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
   policy.backwardFirst = false;
   policy.laterStageFirst = false;
   Fastest fastest(problem);
-  fastest.add(zeroBubbleV(problem, *placement, policy.memoryLimit));
+  fastest.add(
+      [&] { return zeroBubbleV(problem, *placement, policy.memoryLimit); });
   // With latency, the heuristic planned for 2 to 8 times the real latency
   // (more slack in its offsets and W fills) often ends sooner once
   // simulated with the real one (with heavy end stages, both on rank 0 in
@@ -208,8 +255,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
   if (problem.latency > 0.0 &&
       3.0 * problem.numStages() * problem.microbatches <= 2e5)
     for (double factor : {2.0, 3.0, 5.0, 8.0})
-      fastest.add(zeroBubbleV(problem, *placement, policy.memoryLimit,
-                              problem.latency * factor));
-  fastest.add(listSchedule(problem, *placement, policy));
+      fastest.add([&, factor] {
+        return zeroBubbleV(problem, *placement, policy.memoryLimit,
+                           problem.latency * factor);
+      });
+  fastest.add([&] { return listSchedule(problem, *placement, policy); });
   return fastest.take();
 }

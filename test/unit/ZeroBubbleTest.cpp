@@ -8,8 +8,10 @@
 #include "TestUtil.h"
 
 #include "scheduler/Generators.h"
+#include "scheduler/ListScheduler.h"
 #include "scheduler/LowerBound.h"
 #include "scheduler/Simulator.h"
+#include "scheduler/ZeroBubbleHeuristic.h"
 
 #include <algorithm>
 
@@ -277,6 +279,30 @@ TEST(ZBV, HeavyEndStagesReachTheirPlacementsBound) {
                                            std::vector<double>(p, budget));
       EXPECT_LE(t.makespan, 1.005 * bound) << "p=" << p << " m=" << m;
     }
+}
+
+TEST(ZBV, LargeProblemsKeepTheFirstFastestCandidate) {
+  // At this size (57,600 actions) the candidates are generated in parallel
+  // threads; the result must be what generating them one after the other
+  // gives: the fastest, the heuristic's where they tie.
+  Problem problem = uniformProblem(16, 600, 32, {0.5, 0.5, 0.5});
+  for (Stage &s : problem.stages) {
+    s.activation = 0.5;
+    s.weightGrad = 0.25;
+  }
+  std::vector<int> v = *placeVShape(problem);
+  ListPolicy policy;
+  policy.memoryLimit.assign(16, oneFOneBHighestPeak(problem));
+  policy.backwardFirst = false;
+  policy.laterStageFirst = false;
+  Schedule heuristic = *zeroBubbleV(problem, v, policy.memoryLimit);
+  Schedule list = *listSchedule(problem, v, policy);
+  double h = simulate(problem, heuristic)->makespan;
+  double l = simulate(problem, list)->makespan;
+  for (int run = 0; run < 2; ++run) {
+    Schedule got = *generateSchedule(problem, {ScheduleKind::ZBV});
+    EXPECT_EQ(got.ranks, l < h - 1e-9 ? list.ranks : heuristic.ranks);
+  }
 }
 
 } // namespace
