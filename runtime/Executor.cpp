@@ -26,11 +26,11 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
-#include <time.h>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <thread>
+#include <time.h>
 
 using namespace stagecraft::runtime;
 using namespace stagecraft::pipe;
@@ -559,7 +559,8 @@ private:
   static double cpuNow() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    return static_cast<double>(ts.tv_sec) +
+           1e-9 * static_cast<double>(ts.tv_nsec);
   }
   llvm::Error fail(size_t at, const std::string &what) {
     monitor.abort();
@@ -605,56 +606,59 @@ private:
                                 sched::describeTag(found, plan.stageNames),
                                 sched::describeTag(use.tag, plan.stageNames)));
   }
-  /// The timed kernel: sleeps `cost` time units in slices, so that another
-  /// rank's failure or the watchdog (no rank progressing for the timeout,
-  /// this one included) ends it instead of the process waiting it out.
+  /// Runs \p slice until \p done holds, ending early (the error names
+  /// \p who and the \p amount it computes) when another rank failed or the
+  /// watchdog found no rank progressing for the timeout, this one included,
+  /// instead of the process waiting it out. A hang report shows \p shown.
+  llvm::Error runUntil(size_t at, const std::string &who,
+                       const std::string &amount, const std::string &shown,
+                       llvm::function_ref<bool()> done,
+                       llvm::function_ref<void()> slice) {
+    monitor.waiting(rank,
+                    fmt::format("instruction {}: {} ({})", at, who, shown));
+    while (!done()) {
+      if (monitor.expired()) {
+        monitor.waiting(rank, "");
+        return fail(at, monitor.timedOut()
+                            ? fmt::format("no rank progressed for {} s; {} "
+                                          "computes for {}",
+                                          monitor.timeoutSeconds(), who, amount)
+                            : std::string("stopped: another rank failed"));
+      }
+      slice();
+    }
+    monitor.waiting(rank, "");
+    return llvm::Error::success();
+  }
+
+  /// The timed kernel: sleeps `cost` time units in slices of 10 ms.
   llvm::Error sleepFor(size_t at, const std::string &who, double cost) {
     const double seconds = cost * options.timeUnit;
     const auto until =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(seconds));
-    const auto slice = std::chrono::milliseconds(10);
-    monitor.waiting(rank, fmt::format("instruction {}: {} (timed kernel, {:.6g} "
-                                      "s)",
-                                      at, who, seconds));
-    while (Clock::now() < until) {
-      if (monitor.expired()) {
-        monitor.waiting(rank, "");
-        return fail(at, monitor.timedOut()
-                            ? fmt::format("no rank progressed for {} s; {} "
-                                          "computes for {:.6g} s",
-                                          monitor.timeoutSeconds(), who,
-                                          seconds)
-                            : std::string("stopped: another rank failed"));
-      }
-      std::this_thread::sleep_until(std::min(until, Clock::now() + slice));
-    }
-    monitor.waiting(rank, "");
-    return llvm::Error::success();
+    const std::string amount = fmt::format("{:.6g} s", seconds);
+    return runUntil(
+        at, who, amount, "timed kernel, " + amount,
+        [&] { return Clock::now() >= until; },
+        [&] {
+          std::this_thread::sleep_until(
+              std::min(until, Clock::now() + std::chrono::milliseconds(10)));
+        });
   }
 
   /// Computes on this thread for \p seconds of its CPU time, as a device
   /// that many times slower would (--inject-slowdown).
   llvm::Error computeFor(size_t at, const std::string &who, double seconds) {
     const double until = cpuNow() + seconds;
-    monitor.waiting(rank, fmt::format("instruction {}: {} ({:.6g} CPU s)", at,
-                                      who, seconds));
     volatile double sink = 1.0;
-    while (cpuNow() < until) {
-      if (monitor.expired()) {
-        monitor.waiting(rank, "");
-        return fail(at, monitor.timedOut()
-                            ? fmt::format("no rank progressed for {} s; {} "
-                                          "computes for {:.6g} CPU s",
-                                          monitor.timeoutSeconds(), who,
-                                          seconds)
-                            : std::string("stopped: another rank failed"));
-      }
-      for (int i = 0; i < 2000; ++i)
-        sink = sink * 1.0000001 + 1e-9;
-    }
-    monitor.waiting(rank, "");
-    return llvm::Error::success();
+    const std::string amount = fmt::format("{:.6g} CPU s", seconds);
+    return runUntil(
+        at, who, amount, amount, [&] { return cpuNow() >= until; },
+        [&] {
+          for (int i = 0; i < 2000; ++i)
+            sink = sink * 1.0000001 + 1e-9;
+        });
   }
 
   /// The start of training step \p step: the injected failure, if due.
@@ -967,10 +971,9 @@ llvm::Expected<RankResult> RankRunner::run() {
                 return err;
               // An attempt's first step warms up (allocation, caches): not
               // judged.
-              stepRates.push_back(
-                  stepRates.empty() || !(units > 0.0)
-                      ? std::numeric_limits<double>::quiet_NaN()
-                      : stepCpu / units);
+              stepRates.push_back(stepRates.empty() || !(units > 0.0)
+                                      ? std::numeric_limits<double>::quiet_NaN()
+                                      : stepCpu / units);
               return llvm::Error::success();
             },
             result.losses, hooks))
@@ -1065,9 +1068,9 @@ llvm::Error RankRunner::runStream() {
         if (llvm::Error err = train(at, op))
           return err;
         if (slowed())
-          if (llvm::Error err = computeFor(
-                  at, who + " (injected slowdown)",
-                  (options.train->slowFactor - 1.0) * (cpuNow() - cpuBegin)))
+          if (llvm::Error err = computeFor(at, who + " (injected slowdown)",
+                                           (options.train->slowFactor - 1.0) *
+                                               (cpuNow() - cpuBegin)))
             return err;
         stepCpu += cpuNow() - cpuBegin;
       } else if (llvm::Error err = sleepFor(at, who, op.cost)) {
