@@ -356,8 +356,23 @@ struct Score {
   }
 };
 
-static Score score(const Search &search, const Schedule &schedule) {
-  llvm::Expected<Timeline> t = simulate(search.problem, schedule);
+/// A schedule's task graph and its simulated timeline.
+struct Simulated {
+  TaskGraph graph;
+  Timeline timeline;
+};
+
+/// \p schedule's score; \p kept receives its graph and timeline (empty when
+/// the schedule is invalid), which the critical path is read from.
+static Score score(const Search &search, const Schedule &schedule,
+                   std::optional<Simulated> &kept) {
+  kept.reset();
+  llvm::Expected<TaskGraph> graph = buildTaskGraph(search.problem, schedule);
+  if (!graph) {
+    llvm::consumeError(graph.takeError());
+    return {};
+  }
+  llvm::Expected<Timeline> t = simulate(*graph);
   if (!t) {
     llvm::consumeError(t.takeError());
     return {};
@@ -369,56 +384,49 @@ static Score score(const Search &search, const Schedule &schedule) {
   for (const auto &rank : t->ranks)
     if (!rank.empty())
       result.ends += rank.back().end;
+  kept.emplace(Simulated{std::move(*graph), std::move(*t)});
   return result;
 }
 
-/// The actions on one critical path of \p schedule's timeline, as (rank,
-/// position in its order): from an action that ends last, back through
-/// what each start waited for (the previous action on the rank, or a
-/// dependency's end plus its latency). Only moving one of these, or an
+/// The actions on one critical path of \p schedule's timeline \p sim, as
+/// (rank, position in its order): from an action that ends last, back
+/// through what each start waited for (the previous action on the rank, or
+/// a dependency's end plus its latency). Only moving one of these, or an
 /// action around one, can shorten the step.
 static std::vector<std::pair<int, int>>
-criticalActions(const Problem &problem, const Schedule &schedule) {
+criticalActions(const Simulated &sim, const Schedule &schedule) {
   std::vector<std::pair<int, int>> path;
-  llvm::Expected<TaskGraph> graph = buildTaskGraph(problem, schedule);
-  if (!graph) {
-    llvm::consumeError(graph.takeError());
-    return path;
-  }
-  llvm::Expected<Timeline> timeline = simulate(*graph);
-  if (!timeline) {
-    llvm::consumeError(timeline.takeError());
-    return path;
-  }
+  const TaskGraph &graph = sim.graph;
+  const Timeline &timeline = sim.timeline;
   // An overlapped action is two tasks: positions would not match the
   // schedule's orders (the caller then moves any action).
-  for (int r = 0; r < graph->numRanks(); ++r)
-    if (graph->rankOrder(r).size() != schedule.ranks[r].size())
+  for (int r = 0; r < graph.numRanks(); ++r)
+    if (graph.rankOrder(r).size() != schedule.ranks[r].size())
       return path;
-  const size_t n = graph->numTasks();
+  const size_t n = graph.numTasks();
   std::vector<double> start(n), end(n);
   TaskId last = -1;
-  for (int r = 0; r < graph->numRanks(); ++r) {
-    llvm::ArrayRef<TaskId> order = graph->rankOrder(r);
+  for (int r = 0; r < graph.numRanks(); ++r) {
+    llvm::ArrayRef<TaskId> order = graph.rankOrder(r);
     for (size_t i = 0; i < order.size(); ++i) {
-      start[order[i]] = timeline->ranks[r][i].start;
-      end[order[i]] = timeline->ranks[r][i].end;
+      start[order[i]] = timeline.ranks[r][i].start;
+      end[order[i]] = timeline.ranks[r][i].end;
       if (last < 0 || end[order[i]] > end[last])
         last = order[i];
     }
   }
-  const double eps = 1e-9 * std::max(1.0, timeline->makespan);
+  const double eps = 1e-9 * std::max(1.0, timeline.makespan);
   for (TaskId t = last; t >= 0;) {
-    const int r = graph->task(t).rank, at = graph->positionOf(t);
+    const int r = graph.task(t).rank, at = graph.positionOf(t);
     path.push_back({r, at});
     TaskId next = -1;
     if (at > 0) {
-      TaskId prev = graph->rankOrder(r)[at - 1];
+      TaskId prev = graph.rankOrder(r)[at - 1];
       if (std::abs(end[prev] - start[t]) <= eps)
         next = prev;
     }
     if (next < 0)
-      for (const Dependency &dep : graph->dependencies(t))
+      for (const Dependency &dep : graph.dependencies(t))
         if (std::abs(end[dep.task] + dep.latency - start[t]) <= eps)
           next = dep.task;
     t = next;
@@ -437,13 +445,13 @@ static void improveOrders(Search &search, Schedule current,
   const std::string improved = name.find("local search") == std::string::npos
                                    ? name + " + local search"
                                    : name;
-  Score now = score(search, current);
+  std::optional<Simulated> nowSim, candidateSim;
+  Score now = score(search, current, nowSim);
   if (!std::isfinite(now.makespan))
     return;
   std::mt19937 rng(12345);
   const int p = current.numRanks();
-  std::vector<std::pair<int, int>> critical =
-      criticalActions(search.problem, current);
+  std::vector<std::pair<int, int>> critical = criticalActions(*nowSim, current);
   bool stale = false;
   const long long cap = static_cast<long long>(patience) * kLocalSearchCap;
   for (long long step = 0, lastGain = 0;
@@ -451,7 +459,7 @@ static void improveOrders(Search &search, Schedule current,
        ++step) {
     int r, from;
     if (step % 2 == 1 && stale) {
-      critical = criticalActions(search.problem, current);
+      critical = criticalActions(*nowSim, current);
       stale = false;
     }
     if (step % 2 == 1 && !critical.empty()) {
@@ -472,13 +480,14 @@ static void improveOrders(Search &search, Schedule current,
     Action moved = order[from];
     order.erase(order.begin() + from);
     order.insert(order.begin() + to, moved);
-    Score candidate = score(search, current);
+    Score candidate = score(search, current, candidateSim);
     if (candidate.betterOrEqual(now)) {
       if (candidate.makespan < now.makespan - 1e-9) {
         search.consider(current, improved);
         lastGain = step;
       }
       now = candidate;
+      nowSim = std::move(candidateSim);
       stale = true;
     } else {
       order.erase(order.begin() + to);
