@@ -790,7 +790,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // the best schedule where it is on that placement, each within a node
   // limit (the same result on every machine) and the time left. It finds
   // orders the heuristics miss, e.g. on round-robin with heavy end stages.
-  const int actions = 3 * problem.numStages() * mbs;
+  const long long actions = problem.numActions();
   if (search.found && actions <= kExactActions &&
       search.best.makespan > memoryBound * (1 + 1e-9)) {
     for (size_t i = 0; i < placements.size(); ++i) {

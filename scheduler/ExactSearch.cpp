@@ -259,7 +259,7 @@ static llvm::Error checkSupported(const Problem &problem) {
   };
   // The search recurses once per action: a bound on its depth (it reaches
   // a few hundred actions in seconds anyway).
-  const long long actions = 3LL * problem.numStages() * problem.microbatches;
+  const long long actions = problem.numActions();
   if (actions > kMaxActions)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

@@ -161,6 +161,11 @@ struct Problem {
   }
 
   int numStages() const { return static_cast<int>(stages.size()); }
+  /// The F, I and W of every stage and microbatch: the size the search
+  /// limits and the parallel generation threshold are stated in.
+  long long numActions() const {
+    return 3LL * numStages() * static_cast<long long>(microbatches);
+  }
   /// The stages stage \p s takes outputs from (in a chain: s - 1).
   std::vector<int> inputsOf(int s) const;
   /// The stages that take stage \p s's output (in a chain: s + 1); the

@@ -65,7 +65,7 @@ zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
 namespace {
 /// Problems with at least this many actions generate their candidates in
 /// parallel threads; below it a thread costs more than it saves.
-constexpr double kParallelActions = 50000;
+constexpr long long kParallelActions = 50000;
 
 /// The fastest of several candidate schedules, each generated and simulated
 /// once: in a thread of its own on large problems, the result being the
@@ -96,9 +96,7 @@ public:
       }
       results[i].emplace(std::move(s));
     };
-    const double actions =
-        3.0 * problem.numStages() * static_cast<double>(problem.microbatches);
-    if (n > 1 && actions >= kParallelActions &&
+    if (n > 1 && problem.numActions() >= kParallelActions &&
         std::thread::hardware_concurrency() > 1) {
       std::vector<std::thread> threads;
       for (size_t i = 1; i < n; ++i)
@@ -252,8 +250,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
   // the V, 8 times reaches the V placement's memory-aware bound where the
   // plain heuristic is 9 % above it); tried up to a size where the extra
   // runs stay cheap.
-  if (problem.latency > 0.0 &&
-      3.0 * problem.numStages() * problem.microbatches <= 2e5)
+  if (problem.latency > 0.0 && problem.numActions() <= 200000)
     for (double factor : {2.0, 3.0, 5.0, 8.0})
       fastest.add([&, factor] {
         return zeroBubbleV(problem, *placement, policy.memoryLimit,
