@@ -23,7 +23,7 @@ pipeline_spec "gpu ranks(2) microbatches(8)" 4 \
 profile_backend=$backend
 [ "$backend" = cuda ] || profile_backend=local
 "$run" "$work/spec.mlir" --backend="$profile_backend" --train "${model[@]}" \
-  --steps=2 --profile="$work/profiled.mlir"
+  --steps=2 --max-memory="${MAX_MEMORY:-100G}" --profile="$work/profiled.mlir"
 echo "measured costs (ms per microbatch):"
 grep "pipe.stage" "$work/profiled.mlir" | sed -E 's/^ +/  /'
 echo
@@ -38,7 +38,7 @@ timed() {
   else
     args+=(--schedule="$2")
   fi
-  "$run" "${args[@]}"
+  "$run" "${args[@]}" --max-memory="${MAX_MEMORY:-100G}"
 }
 for kind in reference gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v dualpipev auto; do
   one=$(timed 1 "$kind")
