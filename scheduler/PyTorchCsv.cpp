@@ -51,7 +51,9 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
     const std::vector<Instruction> &rank = program.ranks[r];
     bool first = true;
     auto cell = [&](const std::string &text) {
-      out += (first ? "" : ",") + text;
+      if (!first)
+        out += ',';
+      out += text;
       first = false;
     };
     // torch's runtime retires every send at an explicit WAIT_SEND: a

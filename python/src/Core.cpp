@@ -1,29 +1,22 @@
 //===- Core.cpp - The stagecraft Python module (nanobind) -----------------===//
 //
-// `stagecraft._core`: the MLIR-free scheduler library and the `pipe`
-// dialect's parser, bound with nanobind. No schedule logic lives here: every
-// function calls the library that stagecraft-opt and stagecraft-translate
-// use, and every library error becomes a `ScheduleError` carrying its
-// message.
+// `stagecraft._core`: the MLIR-free scheduler library, bound with nanobind.
+// No schedule logic lives here: every function calls the library that
+// stagecraft-opt and stagecraft-translate use, and every library error
+// becomes a `ScheduleError` carrying its message. Specs (`.mlir`) reach it
+// as problem JSON from stagecraft-translate (stagecraft.load), so the
+// module needs no MLIR and the wheel carries none.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/PipeDialect.h"
-#include "dialect/PipeModel.h"
-#include "dialect/PipeOps.h"
-#include "dialect/PipeParse.h"
 #include "scheduler/Generators.h"
+#include "scheduler/ProblemJson.h"
 #include "scheduler/Program.h"
 #include "scheduler/PyTorchCsv.h"
 #include "scheduler/Recompute.h"
 #include "scheduler/Report.h"
 #include "scheduler/Simulator.h"
 
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <nanobind/nanobind.h>
@@ -119,31 +112,9 @@ Problem checkedProblem(const Problem &problem) {
   return problem;
 }
 
-/// The pipeline of a `.mlir` spec, parsed and verified by the dialect.
-Problem load(const std::string &path, const std::optional<std::string> &name) {
-  mlir::DialectRegistry registry;
-  registry.insert<PipeDialect>();
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  std::string diagnostics;
-  llvm::raw_string_ostream os(diagnostics);
-  llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      parsePipeFile(path, sourceMgr, &context);
-  if (!module)
-    throw ScheduleFailure(llvm::StringRef(os.str()).rtrim().str());
-  std::vector<PipelineOp> pipelines;
-  for (PipelineOp p : module->getOps<PipelineOp>())
-    if (!name || p.getSymName() == *name)
-      pipelines.push_back(p);
-  if (pipelines.size() != 1)
-    throw ScheduleFailure(
-        pipelines.empty()
-            ? path + ": no pipe.pipeline" + (name ? " named @" + *name : "")
-            : path + ": " + std::to_string(pipelines.size()) +
-                  " pipe.pipeline ops; choose one with pipeline=NAME");
-  return problemFromPipeline(pipelines.front());
+/// A problem from the JSON `stagecraft-translate --pipe-to-problem` writes.
+Problem problemFromJson(const std::string &text) {
+  return take(readProblemJson(text));
 }
 
 PySchedule fromCsv(const Problem &problem, const std::string &text) {
@@ -163,6 +134,9 @@ NB_MODULE(_core, m) {
   m.doc() = "Stagecraft's scheduler library: schedules for pipeline-parallel "
             "training, verified and simulated.";
   nb::exception<ScheduleFailure>(m, "ScheduleError", PyExc_ValueError);
+  // One source: the project version in the top-level CMakeLists.txt, which
+  // the C++ tools' --version prints too.
+  m.attr("__version__") = STAGECRAFT_VERSION;
 
   nb::class_<Stage>(m, "Stage", "One pipeline stage: costs and memory.")
       .def(
@@ -234,6 +208,16 @@ NB_MODULE(_core, m) {
                       "A pipeline: ranks, microbatches, link latency and "
                       "stages in chain order.")
       .def(
+          "to_json",
+          [](const Problem &p) {
+            std::string text;
+            llvm::raw_string_ostream os(text);
+            writeProblemJson(os, p);
+            return os.str();
+          },
+          "Every field of the problem as JSON (problem_from_json and "
+          "stagecraft-translate --pipe-to-problem use the same form).")
+      .def(
           "__init__",
           [](Problem *p, int ranks, int microbatches, std::vector<Stage> stages,
              double latency, std::string name,
@@ -292,6 +276,19 @@ NB_MODULE(_core, m) {
               "order); empty: as given")
       .def_ro("memory_aware_bound", &PySchedule::memoryAwareBound,
               "auto: the bound that also honours the memory limit")
+      .def(
+          "_with_origin",
+          [](const PySchedule &s, std::string kind, std::string choice,
+             double lowerBound, double memoryAwareBound) {
+            PySchedule out = s;
+            out.kind = std::move(kind);
+            out.choice = std::move(choice);
+            out.lowerBound = lowerBound;
+            out.memoryAwareBound = memoryAwareBound;
+            return out;
+          },
+          "A copy naming the kind and search figures of the plan it was "
+          "read from (stagecraft.torch.plan broadcasts a plan as CSV).")
       .def_prop_ro("makespan",
                    [](const PySchedule &s) { return s.timeline.makespan; })
       .def_prop_ro("bubble_ratio",
@@ -446,9 +443,9 @@ NB_MODULE(_core, m) {
       "recompute is none, full, selective or auto (default: auto with a "
       "capacity, else none; helix: full). The result is verified and "
       "simulated.");
-  m.def("load", &load, nb::arg("path"), nb::arg("pipeline") = nb::none(),
-        "The Problem of a .mlir spec, parsed and verified by the pipe "
-        "dialect.");
+  m.def("problem_from_json", &problemFromJson, nb::arg("text"),
+        "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
+        "writes (stagecraft.load runs it on a .mlir spec), validated.");
   m.def("from_csv", &fromCsv, nb::arg("problem"), nb::arg("text"),
         "A torch CSV schedule of the problem, verified (dependencies, "
         "deadlock, and with SEND_/RECV_ cells the matching of every "

@@ -14,18 +14,59 @@
 Every function calls the C++ library the command-line tools use; every
 error raises `ScheduleError` (a `ValueError`) with the library's message.
 `stagecraft.torch` runs these schedules in torch.distributed.pipelining.
+The package needs no LLVM or MLIR; `load` reads `.mlir` specs through
+`stagecraft-translate` (see its docstring).
 """
+
+import os
+import shutil
+import subprocess
+from typing import Optional
 
 from ._core import (
     Problem,
     Schedule,
     ScheduleError,
     Stage,
+    __version__,
     from_csv,
     kinds,
-    load,
+    problem_from_json,
     schedule,
 )
+
+
+def _translate_tool() -> str:
+    tool = os.environ.get("STAGECRAFT_TRANSLATE") or shutil.which(
+        "stagecraft-translate")
+    if not tool:
+        raise ScheduleError(
+            "stagecraft.load reads .mlir specs with the pipe dialect, which "
+            "this package does not carry: put stagecraft-translate (built "
+            "with the C++ tools, e.g. build/bin after bash scripts/build.sh) "
+            "on PATH, or name it in the STAGECRAFT_TRANSLATE environment "
+            "variable; everything else (Problem, schedule, CSV both ways, "
+            "stagecraft.torch) works without it")
+    return tool
+
+
+def load(path: str, pipeline: Optional[str] = None) -> Problem:
+    """The Problem of a `.mlir` spec, parsed and verified by the pipe dialect.
+
+    Runs `stagecraft-translate --pipe-to-problem` (from STAGECRAFT_TRANSLATE,
+    else PATH) and reads its JSON; the dialect's located diagnostics come back
+    as the ScheduleError's message. `pipeline` picks one of several."""
+    command = [_translate_tool(), "--pipe-to-problem", os.fspath(path)]
+    if pipeline is not None:
+        command.append(f"--pipeline-name={pipeline}")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+    except OSError as e:
+        raise ScheduleError(f"cannot run {command[0]}: {e}") from None
+    if done.returncode != 0:
+        raise ScheduleError(done.stderr.strip() or
+                            f"{command[0]} failed with exit {done.returncode}")
+    return problem_from_json(done.stdout)
 
 
 
@@ -92,7 +133,7 @@ __all__ = [
     "from_csv",
     "kinds",
     "load",
+    "problem_from_json",
     "schedule",
     "to_mlir",
 ]
-__version__ = "0.3.0"

@@ -87,15 +87,18 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
             found = _schedule(problem, kind=kind, memory_limit=memory_limit,
                               time_limit=time_limit, chunks=chunks,
                               recompute=recompute)
-            message[0] = ("ok", found.to_csv(), found.recompute)
+            message[0] = ("ok", found.to_csv(), found.recompute,
+                          (found.kind, found.choice, found.lower_bound,
+                           found.memory_aware_bound))
         except ScheduleError as e:
-            message[0] = ("error", str(e), None)
+            message[0] = ("error", str(e), None, None)
     dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0)
                                if group is not None else 0, group=group)
-    status, text, table = message[0]
+    status, text, table, origin = message[0]
     if status != "ok":
         raise ScheduleError(text)
-    return from_csv(problem, text).with_recompute(table)
+    # Every rank holds the same plan, named as rank 0 found it.
+    return from_csv(problem, text).with_recompute(table)._with_origin(*origin)
 
 
 def recomputed_stages(plan: Schedule) -> list[int]:
@@ -167,7 +170,7 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
 def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
-             scale_grads: bool = False, time_limit: float = 10.0,
+             scale_grads: bool = True, time_limit: float = 10.0,
              recompute: str | None = None,
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
@@ -175,8 +178,9 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
     `stages[0].num_stages` stages); `plan`: an already computed plan (its
-    problem must match). `scale_grads` as torch's schedules (default False:
-    gradients are summed over microbatches). Raises ScheduleError before any
+    problem must match). `scale_grads` as torch's schedules, with torch's
+    default (True: gradients are averaged over microbatches; False sums
+    them). Raises ScheduleError before any
     communication when the kind, the stage count, the microbatch count or
     the stages held here do not match the plan, or when the plan's
     recomputation is one torch cannot run (see `recomputed_stages`); stages
@@ -224,6 +228,19 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
                               scale_grads, **kwargs)
 
 
+#: torch's compute actions; the rest of a pipeline_order (REDUCE_GRAD,
+#: UNSHARD, RESHARD, and SEND_/RECV_ in lowered orders) is not checked.
+_COMPUTE_TYPES = {getattr(_ts._ComputationType, name)
+                  for name in ("FORWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT",
+                               "FULL_BACKWARD", "OVERLAP_F_B")
+                  if hasattr(_ts._ComputationType, name)}
+
+
+def _is_compute(action) -> bool:
+    return action is not None and (bool(action.sub_actions) or
+                                   action.computation_type in _COMPUTE_TYPES)
+
+
 def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     """Verifies and simulates one of torch's own schedule objects.
 
@@ -242,7 +259,7 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
             "(pipeline_order) to check")
     ranks = len(order)
     stage_ids = {a.stage_index for acts in order.values() for a in acts
-                 if a is not None and a.sub_actions is None}
+                 if _is_compute(a) and a.sub_actions is None}
     stage_ids |= {s.stage_index for acts in order.values() for a in acts
                   if a is not None and a.sub_actions for s in a.sub_actions}
     n_mb = torch_schedule._n_microbatches
@@ -250,7 +267,7 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
         problem = _uniform_problem(max(stage_ids) + 1, ranks, n_mb)
     rows = []
     for r in range(ranks):
-        rows.append(",".join(str(a) for a in order[r] if a is not None))
+        rows.append(",".join(str(a) for a in order[r] if _is_compute(a)))
     return from_csv(problem, "\n".join(rows) + "\n")
 
 

@@ -3,6 +3,9 @@ library guarantees, CSV in both directions, specs through the dialect, and
 errors raised as ScheduleError (never a crash)."""
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -157,6 +160,79 @@ def test_load_errors_carry_the_located_diagnostic(tmp_path):
         sc.load(str(bad))
     with pytest.raises(sc.ScheduleError, match="cannot open"):
         sc.load(str(tmp_path / "missing.mlir"))
+
+
+def test_every_example_spec_loads_as_the_tools_read_it():
+    # Through the problem JSON, field by field: what the package reads is
+    # what stagecraft-translate wrote, and it schedules as the tools do.
+    for name in sorted(os.listdir(EXAMPLES)):
+        if not name.endswith(".mlir"):
+            continue
+        path = os.path.join(EXAMPLES, name)
+        written = subprocess.run(
+            [shutil.which("stagecraft-translate") or "stagecraft-translate",
+             "--pipe-to-problem", path], capture_output=True, text=True)
+        if written.returncode != 0:
+            with pytest.raises(sc.ScheduleError):
+                sc.load(path)
+            continue
+        loaded = sc.load(path)
+        assert loaded.to_json() + "\n" == written.stdout, name
+        assert sc.problem_from_json(loaded.to_json()).to_json() == loaded.to_json()
+
+
+def test_load_without_stagecraft_translate_names_both_ways(tmp_path, monkeypatch):
+    monkeypatch.delenv("STAGECRAFT_TRANSLATE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(sc.ScheduleError,
+                       match="put stagecraft-translate .* on PATH, or name it "
+                             "in the STAGECRAFT_TRANSLATE environment variable"):
+        sc.load(os.path.join(EXAMPLES, "demo.mlir"))
+    # Everything else works without it.
+    assert sc.schedule(problem(2, 4), kind="zb-v").makespan > 0
+
+
+def test_load_uses_stagecraft_translate_named_in_the_environment(monkeypatch):
+    tool = shutil.which("stagecraft-translate")
+    if tool is None:
+        pytest.skip("stagecraft-translate is not on PATH")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("STAGECRAFT_TRANSLATE", tool)
+    assert sc.load(os.path.join(EXAMPLES, "demo.mlir")).ranks == 4
+
+
+def test_problem_json_errors_name_the_field():
+    text = problem(2, 4).to_json().replace('"ranks"', '"colour": 1, "ranks"')
+    with pytest.raises(sc.ScheduleError, match='key "colour": unknown'):
+        sc.problem_from_json(text)
+    with pytest.raises(sc.ScheduleError, match="problem JSON"):
+        sc.problem_from_json("{")
+
+
+def test_the_extension_needs_no_llvm_mlir_or_fmt():
+    # Imported in a fresh process with an empty LD_LIBRARY_PATH: no LLVM,
+    # MLIR or fmt library is mapped.
+    env = dict(os.environ, LD_LIBRARY_PATH="")
+    maps = subprocess.run(
+        [sys.executable, "-c",
+         "import stagecraft, sys; sys.stdout.write(open('/proc/self/maps').read())"],
+        capture_output=True, text=True, env=env, check=True).stdout
+    for lib in ("libLLVM", "libMLIR", "libfmt"):
+        assert lib not in maps
+
+
+def test_version_is_the_tools_version():
+    tool = shutil.which("stagecraft-translate")
+    if tool is None:
+        pytest.skip("stagecraft-translate is not on PATH")
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    assert f"Stagecraft {sc.__version__} (commit " in out
+
+
+@pytest.mark.skipif(not os.environ.get("STAGECRAFT_WHEEL_TEST"),
+                    reason="only when testing the installed wheel")
+def test_the_installed_wheel_is_what_is_tested():
+    assert not os.path.abspath(sc.__file__).startswith(ROOT + os.sep)
 
 
 def test_bad_problems_and_options_raise_schedule_error():

@@ -109,6 +109,11 @@ def test_profile_then_auto_then_run(tmp_path):
     first = results[0]
     assert all(res["costs"] == first["costs"] for res in results)
     assert all(res["placement"] == first["placement"] for res in results)
+    # Every rank's plan is auto's, named as rank 0 found it (it travels as
+    # CSV, which alone would read back as kind "csv" with no choice).
+    assert all(res["kind"] == "auto" for res in results)
+    assert first["choice"] and all(res["choice"] == first["choice"]
+                                   for res in results)
     assert all(c[0] > 0 and c[2] > 0 and c[3] > 0 for c in first["costs"])
     for res in results:
         assert res["grad_err"] <= 1e-5
@@ -133,6 +138,13 @@ def test_check_reads_torchs_own_schedules():
         checked = sct.check(theirs)
         assert checked.makespan > 0
         assert checked.num_ranks == ranks
+    # The single-stage classes' orders end with REDUCE_GRAD and
+    # WAIT_REDUCE_GRAD, which are not compute: check skips them.
+    gpipe = sct.check(ts.ScheduleGPipe(FakeStage(0, 2, 0, 2), 4))
+    assert gpipe.actions(0) == ["0F0", "0F1", "0F2", "0F3", "0B0", "0B1",
+                                "0B2", "0B3"]
+    assert gpipe.makespan == sc.schedule(
+        sct._uniform_problem(2, 2, 4), kind="gpipe").makespan
 
 
 class FakeStage:

@@ -6,7 +6,7 @@ MODE `equal` (`recompute`: with every forward recomputed, its stages
 under torch.utils.checkpoint): train one step of a small transformer (one block per stage)
 with Stagecraft's KIND schedule on torch's runtime, and compare the loss of
 every microbatch and every parameter gradient with the unpipelined model
-(same microbatches, gradients summed) and, where torch has a schedule of
+(same microbatches, gradients averaged: torch's default scaling) and, where torch has a schedule of
 that kind with the same placement, with torch's own. MODE `errors`: bad
 input raises ScheduleError before any communication. MODE `profile`:
 profile -> auto -> one step, checked against the unpipelined model. MODE
@@ -89,7 +89,9 @@ def data(n_mb):
 
 
 def reference(num_stages, n_mb):
-    """Per-microbatch losses and summed gradients of the unpipelined model."""
+    """Per-microbatch losses and the gradients of the unpipelined model,
+    averaged over the microbatches as torch's schedules scale them by
+    default (scale_grads=True), which stagecraft.torch.schedule follows."""
     modules = [StageModule(i, num_stages) for i in range(num_stages)]
     tokens, target = data(n_mb)
     losses = []
@@ -100,7 +102,7 @@ def reference(num_stages, n_mb):
         loss = loss_fn(x, target[m * B:(m + 1) * B])
         loss.backward()
         losses.append(loss.item())
-    grads = {(i, n): p.grad.clone() for i, mod in enumerate(modules)
+    grads = {(i, n): p.grad.clone() / n_mb for i, mod in enumerate(modules)
              for n, p in mod.named_parameters()}
     return losses, grads
 
@@ -150,8 +152,8 @@ def stages_for(kind, world):
 def torch_schedule(kind, stages, n_mb):
     cls = TORCH_CLASS[kind]
     if cls in (ts.ScheduleGPipe, ts.Schedule1F1B):
-        return cls(stages[0], n_mb, loss_fn=loss_fn, scale_grads=False)
-    return cls(stages, n_mb, loss_fn=loss_fn, scale_grads=False)
+        return cls(stages[0], n_mb, loss_fn=loss_fn)
+    return cls(stages, n_mb, loss_fn=loss_fn)
 
 
 def equal(kind, rank, world, n_mb, recompute=None):
@@ -243,7 +245,7 @@ def profile_auto(rank, world, n_mb):
     return {"costs": [[s.forward, s.backward_input, s.backward_weight,
                        s.activation] for s in problem.stages],
             "mlir": problem.to_mlir(), "kind": plan.kind,
-            "placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+            "choice": plan.choice, "placement": plan.placement, "grad_err": max_rel_err(mods, grads),
             "losses": losses, "ref_losses": ref_losses}
 
 
