@@ -271,31 +271,30 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     return from_csv(problem, "\n".join(rows) + "\n")
 
 
-def _time(fn: Callable[[], Any], warmup: int, repeats: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
-def _profile_stage(module: torch.nn.Module, args: tuple, warmup: int,
-                   repeats: int) -> Stage:
+def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
+                   warmup: int, repeats: int) -> tuple[Stage, dict]:
+    """Stage `index`'s F, I, W and fused B, timed as torch's runtime runs
+    them: a forward, then torch's own `stage_backward_input` and
+    `stage_backward_weight` on the graph it retains (I, then W; a first
+    stage, whose inputs take no gradient, has no I there and its whole
+    backward is its W, as torch's PipelineStage runs it), and, after
+    another forward, one backward for the inputs and the weights together
+    (B). Repeats interleave the four, after `warmup` rounds; each figure is
+    the median, and the spread (min, max) comes back beside it. The
+    module's gradients are as they were afterwards."""
+    from torch.distributed.pipelining._backward import (stage_backward_input,
+                                                        stage_backward_weight)
     params = [p for p in module.parameters() if p.requires_grad]
+    kept = [p.grad for p in params]
 
     def inputs():
         return tuple(a.detach().requires_grad_(a.is_floating_point())
                      for a in args)
-
-    def forward():
-        return module(*inputs())
 
     saved = []
 
@@ -304,51 +303,97 @@ def _profile_stage(module: torch.nn.Module, args: tuple, warmup: int,
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        x = inputs()
-        out = module(*x)
+        out = module(*inputs())
     activation = float(sum(saved) + out.numel() * out.element_size())
     grad_out = torch.ones_like(out)
-    float_inputs = [a for a in x if a.requires_grad]
+    del out
+    samples: dict[str, list[float]] = {"F": [], "I": [], "W": [], "B": []}
 
-    def backward_input():
+    def once(record: bool) -> None:
         xs = inputs()
-        o = module(*xs)
         wanted = [a for a in xs if a.requires_grad]
+        _sync()
+        t0 = time.perf_counter()
+        o = module(*xs)
+        _sync()
+        t1 = time.perf_counter()
         if wanted:
-            torch.autograd.grad(o, wanted, grad_out, retain_graph=True)
-        return o
-
-    def backward_weight():
+            _, groups = stage_backward_input([o], [grad_out], wanted,
+                                             iter(params))
+            _sync()
+            t2 = time.perf_counter()
+            stage_backward_weight(iter(params), groups)
+        else:
+            # The first stage: torch's runtime skips its input backward and
+            # runs the whole backward as its W.
+            _sync()
+            t2 = time.perf_counter()
+            torch.autograd.backward([o], [grad_out], inputs=params or None)
+        _sync()
+        t3 = time.perf_counter()
         xs = inputs()
         o = module(*xs)
-        torch.autograd.grad(o, params, grad_out)
+        _sync()
+        t4 = time.perf_counter()
+        torch.autograd.backward(
+            [o], [grad_out],
+            inputs=[a for a in xs if a.requires_grad] + params or None)
+        _sync()
+        t5 = time.perf_counter()
+        if record:
+            for key, seconds in (("F", t1 - t0), ("I", t2 - t1),
+                                 ("W", t3 - t2), ("B", t5 - t4)):
+                samples[key].append(seconds * 1e3)
 
-    f = _time(forward, warmup, repeats)
-    # I and W as torch runs them: each after a forward, the forward's time
-    # taken off.
-    fi = _time(backward_input, warmup, repeats)
-    fw = _time(backward_weight, warmup, repeats)
+    try:
+        for _ in range(warmup):
+            once(False)
+        for _ in range(repeats):
+            once(True)
+        # A figure at or below zero is no measurement: time again, more.
+        for _ in range(2):
+            if all(statistics.median(v) > 0 for v in samples.values()):
+                break
+            for _ in range(2 * repeats):
+                once(True)
+    finally:
+        for p, g in zip(params, kept):
+            p.grad = g
+    figures = {k: (statistics.median(v), min(v), max(v))
+               for k, v in samples.items()}
+    for key, (median, _, _) in figures.items():
+        if not median > 0:
+            raise ScheduleError(
+                f"stage {index}: its {key} measured {median} ms after "
+                f"{len(samples[key])} runs; a cost must be above zero")
     weight_bytes = float(sum(p.numel() * p.element_size() for p in params))
-    return Stage(forward=f * 1e3,
-                 backward_input=max(fi - f, 0.0) * 1e3 if float_inputs else 0.0,
-                 backward_weight=max(fw - f, 0.0) * 1e3,
-                 activation=activation / 2**20,
-                 weight_grad=min(activation, weight_bytes) / 2**20)
+    stage = Stage(forward=figures["F"][0], backward_input=figures["I"][0],
+                  backward_weight=figures["W"][0],
+                  activation=activation / 2**20,
+                  weight_grad=min(activation, weight_bytes) / 2**20)
+    return stage, figures
 
 
 def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tuple],
             n_microbatches: int, warmup: int = 2, repeats: int = 5,
-            group=None) -> Problem:
+            group=None, spread: dict | None = None) -> Problem:
     """Measures this rank's stages and gathers every rank's into a Problem.
 
-    For each PipelineStage here: the median over `repeats` runs (after
-    `warmup` runs) of its forward, its backward for the input and its
-    backward for the weights, in milliseconds on the current device, and
-    the activation memory its forward keeps for the backward (saved tensors
-    and output, in MiB; `weight_grad`: the part the weight gradient still
-    needs, at most the activation). `example_inputs[i]` (or
+    For each PipelineStage here, timed through the functions torch's
+    runtime runs (see `_profile_stage`): the median over `repeats`
+    interleaved runs (after `warmup` runs) of its forward, of torch's
+    backward for the input and, on the graph that keeps, of its backward
+    for the weights, in milliseconds on the current device, and the
+    activation memory its forward keeps for the backward (saved tensors and
+    output, in MiB; `weight_grad`: the part the weight gradient still
+    needs, at most the activation). No figure is zero: a stage whose figure
+    stays at or below zero after timing again raises ScheduleError naming
+    it. `example_inputs[i]` (or
     `example_inputs(i)`) is one microbatch's input tuple of stage i.
     Collective over the stages' process group: every rank must call it.
+    `spread`, when given, receives per stage index and figure ("F", "I",
+    "W" and the fused backward "B") its (median, min, max) in ms over the
+    repeats, this rank's stages only.
     """
     mine = {}
     for st in stages:
@@ -356,7 +401,10 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
                 else example_inputs[st.stage_index])
         if not isinstance(args, tuple):
             args = (args,)
-        measured = _profile_stage(st.submod, args, warmup, repeats)
+        measured, figures = _profile_stage(st.stage_index, st.submod, args,
+                                           warmup, repeats)
+        if spread is not None:
+            spread[st.stage_index] = figures
         mine[st.stage_index] = (measured.forward, measured.backward_input,
                                 measured.backward_weight, measured.activation,
                                 measured.weight_grad)

@@ -233,9 +233,11 @@ def profile_auto(rank, world, n_mb):
     _, probe_stages = build(probe, num_stages)
     tokens, _ = data(n_mb)
     hidden = torch.randn(B, T, D)
+    spread = {}
     problem = sct.profile(probe_stages,
                           lambda i: (tokens[:B],) if i == 0 else (hidden,),
-                          n_microbatches=n_mb, warmup=1, repeats=3)
+                          n_microbatches=n_mb, warmup=1, repeats=3,
+                          spread=spread)
     plan = sct.plan(problem, kind="auto", time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
@@ -245,7 +247,8 @@ def profile_auto(rank, world, n_mb):
     return {"costs": [[s.forward, s.backward_input, s.backward_weight,
                        s.activation] for s in problem.stages],
             "mlir": problem.to_mlir(), "kind": plan.kind,
-            "choice": plan.choice, "placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+            "choice": plan.choice, "placement": plan.placement,
+            "spread": {str(k): v for k, v in spread.items()}, "grad_err": max_rel_err(mods, grads),
             "losses": losses, "ref_losses": ref_losses}
 
 
