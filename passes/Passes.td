@@ -148,6 +148,11 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "microbatch, the cheapest mix that fits the pipeline's "
            "capacity). Default: auto with a capacity(X), else none (helix: "
            "full)">,
+    Option<"objective", "objective", "std::string", /*default=*/"\"makespan\"",
+           "What auto and the zero-bubble kinds minimize: makespan (one "
+           "step between barriers, as torch's runtime runs; the default) or "
+           "span (the largest per-rank span: the steady-state step when "
+           "steps overlap). kind=exact: makespan only">,
     Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "

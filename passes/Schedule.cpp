@@ -106,6 +106,9 @@ struct SchedulePass
     if (folds < 1)
       return errorHandler(fmt::format(
           "pipe-schedule: folds={} must be at least 1", int(folds)));
+    if (llvm::Expected<sched::Objective> o = sched::parseObjective(objective);
+        !o)
+      return errorHandler("pipe-schedule: " + llvm::toString(o.takeError()));
     if (maxActions < 1)
       return errorHandler(fmt::format(
           "pipe-schedule: max-actions={} must be at least 1",
@@ -165,12 +168,13 @@ struct SchedulePass
       }
       request.memoryLimit = memoryLimit;
       request.timeLimit = timeLimit;
+      request.objective = llvm::cantFail(sched::parseObjective(objective));
       request.progress = [&](const sched::AutoProgress &p) {
         llvm::errs() << fmt::format(
-            "pipe-schedule auto @{}: {} candidates in {:.1f} s, best makespan "
+            "pipe-schedule auto @{}: {} candidates in {:.1f} s, best {} "
             "{:.6g} ({}), lower bound {:.6g}\n",
-            problem.name, p.candidates, p.seconds, p.bestMakespan, p.bestName,
-            p.lowerBound);
+            problem.name, p.candidates, p.seconds, objective.getValue(),
+            p.bestMakespan, p.bestName, p.lowerBound);
       };
       llvm::Expected<sched::KindResult> result =
           sched::scheduleByName(problem, request);
@@ -206,6 +210,11 @@ struct SchedulePass
           op->setAttr("memory_aware_bound",
                       builder.getF64FloatAttr(result->memoryAwareBound));
         }
+      }
+      if (request.objective == sched::Objective::Span) {
+        op->setAttr("objective", builder.getStringAttr("span"));
+        if (result->spanBound > 0.0)
+          op->setAttr("span_bound", builder.getF64FloatAttr(result->spanBound));
       }
       // Renames on a clash so that rescheduling keeps earlier schedules.
       symbols.insert(op, Block::iterator(op));

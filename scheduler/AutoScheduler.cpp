@@ -77,6 +77,30 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
   return bound;
 }
 
+double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
+                                               llvm::ArrayRef<int> placement) {
+  if (problem.hasDevices()) {
+    bool scaled = true;
+    for (const Problem::Device &d : problem.devices)
+      scaled &= d.speed == 1.0;
+    if (!scaled)
+      return spanLowerBound(scaledForDevices(problem, placement), placement);
+  }
+  std::vector<double> work(problem.ranks, 0.0);
+  for (int s = 0; s < problem.numStages(); ++s) {
+    const Stage &stage = problem.stages[s];
+    double total = 0.0;
+    for (int m = 0; m < problem.microbatches; ++m)
+      total += problem.costScale(s, m);
+    // An overlapped F&B saves at most the mean of its two stages' gains,
+    // and each F and each B is in one pair at most.
+    work[placement[s]] += total * std::max(0.0, stage.forward +
+                                                    stage.backward() -
+                                                    stage.overlapGain());
+  }
+  return *std::max_element(work.begin(), work.end());
+}
+
 namespace {
 /// Problems up to this many actions (3 x stages x microbatches) also get
 /// the exact search, each placement up to kExactNodes nodes (about 0.1 s).
@@ -277,8 +301,9 @@ public:
   }
   bool outOfTime() const { return elapsed() > options.timeLimit; }
 
-  /// Evaluates \p schedule; keeps it when it is the fastest that fits.
-  /// Returns its makespan, or infinity when invalid or over the limit.
+  /// Evaluates \p schedule; keeps it when it is the best that fits by the
+  /// objective. Returns the objective's value (the makespan or the largest
+  /// span), or infinity when invalid or over the limit.
   double consider(llvm::Expected<Schedule> schedule, std::string name) {
     ++count;
     report();
@@ -295,19 +320,25 @@ public:
     smallestPeak = std::min(smallestPeak, peak);
     if (peak > limit * (1 + 1e-9) + 1e-12)
       return std::numeric_limits<double>::infinity();
+    const double value = t->value(options.objective);
+    auto keep = [&](AutoResult &into) {
+      into.makespan = t->makespan;
+      into.span = t->maxSpan();
+      into.value = value;
+    };
     AutoResult &own = perPlacement[schedule->placement];
-    if (own.schedule.placement.empty() || t->makespan < own.makespan - 1e-9) {
+    if (own.schedule.placement.empty() || value < own.value - 1e-9) {
       own.schedule = *schedule;
-      own.makespan = t->makespan;
+      keep(own);
       own.name = name;
     }
-    if (!found || t->makespan < best.makespan - 1e-9) {
+    if (!found || value < best.value - 1e-9) {
       found = true;
       best.schedule = std::move(*schedule);
-      best.makespan = t->makespan;
+      keep(best);
       best.name = std::move(name);
     }
-    return t->makespan;
+    return value;
   }
 
   void report(bool final = false) {
@@ -323,7 +354,7 @@ public:
     AutoProgress progress;
     progress.candidates = count;
     progress.seconds = elapsed();
-    progress.bestMakespan = found ? best.makespan : 0.0;
+    progress.bestMakespan = found ? best.value : 0.0;
     progress.lowerBound = bound;
     progress.bestName = found ? best.name : "";
     options.progress(progress);
@@ -343,16 +374,18 @@ public:
 };
 } // namespace
 
-/// The objective of the local search: makespan first, then the sum of the
-/// ranks' end times (which lets equal-makespan moves drift towards schedules
-/// whose non-critical ranks finish early, where the next move can help).
+/// The objective of the local search: the search's objective first (the
+/// makespan or the largest span), then the sum of the ranks' end times
+/// (spans, for the span objective), which lets equal moves drift towards
+/// schedules whose non-critical ranks finish early, where the next move can
+/// help.
 struct Score {
-  double makespan = std::numeric_limits<double>::infinity();
+  double value = std::numeric_limits<double>::infinity();
   double ends = 0.0;
   bool betterOrEqual(const Score &o) const {
-    if (makespan < o.makespan - 1e-9)
+    if (value < o.value - 1e-9)
       return true;
-    return makespan <= o.makespan + 1e-9 && ends <= o.ends + 1e-9;
+    return value <= o.value + 1e-9 && ends <= o.ends + 1e-9;
   }
 };
 
@@ -380,21 +413,25 @@ static Score score(const Search &search, const Schedule &schedule,
   for (double peak : t->peakMemory)
     if (peak > search.limit * (1 + 1e-9) + 1e-12)
       return {};
-  Score result{t->makespan, 0.0};
-  for (const auto &rank : t->ranks)
-    if (!rank.empty())
-      result.ends += rank.back().end;
+  const Objective objective = search.options.objective;
+  Score result{t->value(objective), 0.0};
+  for (size_t r = 0; r < t->ranks.size(); ++r)
+    if (!t->ranks[r].empty())
+      result.ends += objective == Objective::Span ? t->span[r]
+                                                  : t->ranks[r].back().end;
   kept.emplace(Simulated{std::move(*graph), std::move(*t)});
   return result;
 }
 
 /// The actions on one critical path of \p schedule's timeline \p sim, as
-/// (rank, position in its order): from an action that ends last, back
+/// (rank, position in its order): from an action that ends last (for the
+/// span objective, the last action of the rank with the largest span), back
 /// through what each start waited for (the previous action on the rank, or
 /// a dependency's end plus its latency). Only moving one of these, or an
 /// action around one, can shorten the step.
 static std::vector<std::pair<int, int>>
-criticalActions(const Simulated &sim, const Schedule &schedule) {
+criticalActions(const Simulated &sim, const Schedule &schedule,
+                Objective objective) {
   std::vector<std::pair<int, int>> path;
   const TaskGraph &graph = sim.graph;
   const Timeline &timeline = sim.timeline;
@@ -414,6 +451,13 @@ criticalActions(const Simulated &sim, const Schedule &schedule) {
       if (last < 0 || end[order[i]] > end[last])
         last = order[i];
     }
+  }
+  if (objective == Objective::Span && !timeline.span.empty()) {
+    int widest = static_cast<int>(
+        std::max_element(timeline.span.begin(), timeline.span.end()) -
+        timeline.span.begin());
+    if (!graph.rankOrder(widest).empty())
+      last = graph.rankOrder(widest).back();
   }
   const double eps = 1e-9 * std::max(1.0, timeline.makespan);
   for (TaskId t = last; t >= 0;) {
@@ -447,11 +491,11 @@ static void improveOrders(Search &search, Schedule current,
                                    : name;
   std::optional<Simulated> nowSim, candidateSim;
   Score now = score(search, current, nowSim);
-  if (!std::isfinite(now.makespan))
+  if (!std::isfinite(now.value))
     return;
   std::mt19937 rng(12345);
   const int p = current.numRanks();
-  std::vector<std::pair<int, int>> critical = criticalActions(*nowSim, current);
+  std::vector<std::pair<int, int>> critical = criticalActions(*nowSim, current, search.options.objective);
   bool stale = false;
   const long long cap = static_cast<long long>(patience) * kLocalSearchCap;
   for (long long step = 0, lastGain = 0;
@@ -459,7 +503,7 @@ static void improveOrders(Search &search, Schedule current,
        ++step) {
     int r, from;
     if (step % 2 == 1 && stale) {
-      critical = criticalActions(*nowSim, current);
+      critical = criticalActions(*nowSim, current, search.options.objective);
       stale = false;
     }
     if (step % 2 == 1 && !critical.empty()) {
@@ -482,7 +526,7 @@ static void improveOrders(Search &search, Schedule current,
     order.insert(order.begin() + to, moved);
     Score candidate = score(search, current, candidateSim);
     if (candidate.betterOrEqual(now)) {
-      if (candidate.makespan < now.makespan - 1e-9) {
+      if (candidate.value < now.value - 1e-9) {
         search.consider(current, improved);
         lastGain = step;
       }
@@ -544,13 +588,31 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     search.bound = std::min(search.bound, lowerBound(problem, np.placement));
   // Part of the time budget: computed before the search, which gets the
   // rest.
+  // The bounds the search prunes with are on its objective: the
+  // memory-aware makespan bound, or the span bound.
+  const Objective objective = options.objective;
   double memoryBound = std::numeric_limits<double>::infinity();
+  double spanBound = std::numeric_limits<double>::infinity();
   std::vector<double> placementBounds;
   for (const NamedPlacement &np : placements) {
-    placementBounds.push_back(memoryAwareLowerBound(
-        problem, np.placement, std::vector<double>(problem.ranks, limit)));
-    memoryBound = std::min(memoryBound, placementBounds.back());
+    double makespanBound = memoryAwareLowerBound(
+        problem, np.placement, std::vector<double>(problem.ranks, limit));
+    double span = spanLowerBound(problem, np.placement);
+    placementBounds.push_back(objective == Objective::Span ? span
+                                                           : makespanBound);
+    memoryBound = std::min(memoryBound, makespanBound);
+    spanBound = std::min(spanBound, span);
   }
+  // The progress line's bound is on the objective.
+  const double makespanLowerBound = search.bound;
+  if (objective == Objective::Span)
+    search.bound = spanBound;
+  auto kindOptions = [&](ScheduleKind kind) {
+    ScheduleOptions o;
+    o.kind = kind;
+    o.objective = objective;
+    return o;
+  };
   const int p = problem.ranks, mbs = problem.microbatches;
 
   // 0. The schedules the caller starts from.
@@ -563,7 +625,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
        {ScheduleKind::OneFOneB, ScheduleKind::ZBV, ScheduleKind::ZBH1,
         ScheduleKind::DualPipeV, ScheduleKind::ZBH2,
         ScheduleKind::Interleaved1F1B, ScheduleKind::GPipe})
-    search.consider(generateSchedule(problem, {kind}),
+    search.consider(generateSchedule(problem, kindOptions(kind)),
                     scheduleKindName(kind).str());
   // A branching pipeline also gets the chain kinds on its stages in the
   // order written: a chain's dependencies imply the graph's (an input is
@@ -576,7 +638,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     for (ScheduleKind kind :
          {ScheduleKind::ZBV, ScheduleKind::DualPipeV, ScheduleKind::ZBH1,
           ScheduleKind::Interleaved1F1B})
-      search.consider(generateSchedule(chain, {kind}),
+      search.consider(generateSchedule(chain, kindOptions(kind)),
                       scheduleKindName(kind).str() + " on the stages in order");
   }
 
@@ -761,7 +823,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
            placements[bestAt].placement != search.best.schedule.placement)
       ++bestAt;
     if (bestAt == placements.size() ||
-        search.best.makespan > placementBounds[bestAt] * (1 + 1e-9))
+        search.best.value > placementBounds[bestAt] * (1 + 1e-9))
       improveOrders(search, search.best.schedule, search.best.name,
                     options.maxLocalSteps);
     std::vector<AutoResult> others;
@@ -770,14 +832,13 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
       if (it == search.perPlacement.end() ||
           placements[i].placement == search.best.schedule.placement)
         continue;
-      if (it->second.makespan <=
-              search.best.makespan * (1 + kLocalSearchWindow) &&
-          placementBounds[i] < search.best.makespan * (1 - 1e-9))
+      if (it->second.value <= search.best.value * (1 + kLocalSearchWindow) &&
+          placementBounds[i] < search.best.value * (1 - 1e-9))
         others.push_back(it->second);
     }
     std::sort(others.begin(), others.end(),
               [](const AutoResult &a, const AutoResult &b) {
-                return a.makespan < b.makespan;
+                return a.value < b.value;
               });
     for (const AutoResult &other : others) {
       if (search.outOfTime())
@@ -790,8 +851,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // the best schedule where it is on that placement, each within a node
   // limit (the same result on every machine) and the time left. It finds
   // orders the heuristics miss, e.g. on round-robin with heavy end stages.
+  // It minimizes the makespan, so not for the span objective.
   const long long actions = problem.numActions();
-  if (search.found && actions <= kExactActions &&
+  if (search.found && objective == Objective::Makespan &&
+      actions <= kExactActions &&
       search.best.makespan > memoryBound * (1 + 1e-9)) {
     for (size_t i = 0; i < placements.size(); ++i) {
       const NamedPlacement &np = placements[i];
@@ -827,8 +890,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     "smallest peak found is {}",
                     limit, search.smallestPeak));
   AutoResult result = std::move(search.best);
-  result.lowerBound = search.bound;
+  result.lowerBound = makespanLowerBound;
   result.memoryAwareBound = memoryBound;
+  result.spanBound = spanBound;
+  result.objective = objective;
   result.memoryLimit = limit;
   result.candidates = search.count;
   return result;

@@ -13,6 +13,7 @@
 #define STAGECRAFT_SCHEDULER_AUTOSCHEDULER_H
 
 #include "scheduler/Schedule.h"
+#include "scheduler/Simulator.h"
 
 #include <functional>
 #include <string>
@@ -44,6 +45,10 @@ struct AutoOptions {
   /// e.g. new microbatch lengths): each is a candidate like the fixed
   /// kinds, so the result is never slower than one that fits.
   std::vector<Schedule> starts;
+  /// What the search minimizes: every comparison between candidates, the
+  /// local search and the bounds it prunes with follow it. kind=exact and
+  /// auto's exact step optimize the makespan only (skipped for `Span`).
+  Objective objective = Objective::Makespan;
 };
 
 struct AutoResult {
@@ -51,6 +56,13 @@ struct AutoResult {
   /// Which candidate won, e.g. "zb-h1" or "backbone contiguous +2".
   std::string name;
   double makespan = 0.0;
+  /// The winner's largest per-rank span, and the objective's value.
+  double span = 0.0;
+  double value = 0.0;
+  Objective objective = Objective::Makespan;
+  /// The smallest `spanLowerBound` over the placements the search
+  /// considers: no schedule on them has a smaller span.
+  double spanBound = 0.0;
   /// `lowerBound(problem)`: chain delay plus work, memory ignored.
   double lowerBound = 0.0;
   /// The smallest `memoryAwareLowerBound` at `memoryLimit` over the
@@ -64,6 +76,12 @@ struct AutoResult {
 /// rank's total work) for \p placement: no schedule on that placement ends
 /// sooner.
 double lowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
+
+/// Max over ranks of the rank's total work on \p placement (with each
+/// stage's overlap gain taken off, as pairing an F with a B can save at
+/// most that): every rank's span covers its own work, so no schedule on
+/// that placement has a smaller largest span, whatever the memory.
+double spanLowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
 
 /// The smallest `lowerBound` over the placements `auto` considers for
 /// \p problem (the user's pins only, when pinned).

@@ -136,11 +136,11 @@ generateOnEqualDevices(const Problem &problem, const ScheduleOptions &options) {
     if (!placement)
       return placement.takeError();
     return options.kind == ScheduleKind::ZBH1
-               ? generateZBH1(problem, *placement)
-               : generateZBH2(problem, *placement);
+               ? generateZBH1(problem, *placement, options.objective)
+               : generateZBH2(problem, *placement, options.objective);
   }
   case ScheduleKind::ZBV:
-    return generateZBV(problem);
+    return generateZBV(problem, options.objective);
   case ScheduleKind::DualPipeV:
     return generateDualPipeV(problem);
   case ScheduleKind::Helix:
@@ -159,6 +159,7 @@ static llvm::Expected<Schedule> fixedKind(const Problem &problem,
   options.chunks = request.chunks;
   options.folds = request.folds;
   options.recompute = policy != RecomputePolicy::None;
+  options.objective = request.objective;
   return generateSchedule(problem, options);
 }
 
@@ -250,7 +251,8 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
         llvm::consumeError(r.takeError());
       continue;
     }
-    if (best && r->timeline.makespan >= best->timeline.makespan - 1e-12)
+    if (best && r->timeline.value(request.objective) >=
+                    best->timeline.value(request.objective) - 1e-12)
       continue;
     best = std::move(*r);
     best->microbatchOrder = order == given ? std::vector<int>{} : order;
@@ -275,6 +277,9 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
   };
   KindResult result;
   if (request.kind == "exact") {
+    if (request.objective != Objective::Makespan)
+      return fail("the exact search minimizes the makespan; for "
+                  "objective=span use kind=auto");
     if (request.chunks > 1)
       return fail("chunks applies to interleaved-1f1b only; the exact "
                   "search covers auto's placements");
@@ -315,6 +320,7 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
     AutoOptions options;
     options.memoryLimit = request.memoryLimit;
     options.timeLimit = request.timeLimit;
+    options.objective = request.objective;
     if (request.progress)
       options.progress = request.progress;
     options.starts = request.starts;
@@ -342,11 +348,25 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
       // the activation memory the capacity leaves.
       if (joint)
         options.timeLimit = request.timeLimit / 2;
+      // The span search starts from the makespan search's result (half the
+      // time each), so that its span is never above that schedule's.
+      if (options.objective == Objective::Span) {
+        AutoOptions first = options;
+        first.objective = Objective::Makespan;
+        first.timeLimit = options.timeLimit / 2;
+        first.progress = nullptr;
+        options.timeLimit -= first.timeLimit;
+        if (llvm::Expected<AutoResult> seed = autoSchedule(problem, first))
+          options.starts.push_back(std::move(seed->schedule));
+        else
+          llvm::consumeError(seed.takeError());
+      }
       llvm::Expected<AutoResult> found = autoSchedule(problem, options);
       if (!found)
         return found.takeError();
       result.lowerBound = found->lowerBound;
       result.memoryAwareBound = found->memoryAwareBound;
+      result.spanBound = found->spanBound;
       candidates.push_back({found->name, std::move(found->schedule)});
     }
     if (joint) {
@@ -390,8 +410,8 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
           llvm::consumeError(planned.takeError());
         continue;
       }
-      if (have &&
-          planned->timeline.makespan >= result.timeline.makespan - 1e-12)
+      if (have && planned->timeline.value(request.objective) >=
+                      result.timeline.value(request.objective) - 1e-12)
         continue;
       have = true;
       result.schedule = std::move(c.schedule);

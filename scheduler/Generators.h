@@ -12,6 +12,7 @@
 
 #include "scheduler/Recompute.h"
 #include "scheduler/Schedule.h"
+#include "scheduler/Simulator.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -45,6 +46,9 @@ struct ScheduleOptions {
   /// whether backwards recompute their stage's forward.
   int folds = 2;
   bool recompute = true;
+  /// What the kinds that choose among candidates (the zero-bubble kinds)
+  /// minimize.
+  Objective objective = Objective::Makespan;
 };
 
 /// Places the stages and generates the schedule of \p options.kind. Fails if
@@ -111,17 +115,21 @@ llvm::Expected<std::vector<double>> oneFOneBPeakMemory(const Problem &problem);
 
 /// ZB-H1: split backward, W deferred into idle time, each rank's memory
 /// limited to its 1F1B peak. Requires the placement of `placeContiguous`.
-llvm::Expected<Schedule> generateZBH1(const Problem &problem,
-                                      llvm::ArrayRef<int> placement);
+/// The zero-bubble kinds choose among candidates by \p objective.
+llvm::Expected<Schedule>
+generateZBH1(const Problem &problem, llvm::ArrayRef<int> placement,
+             Objective objective = Objective::Makespan);
 
 /// ZB-H2: as ZB-H1 with up to 2(p - k) - 1 microbatches in flight on the
 /// k-th block, which removes the warm-up bubble.
-llvm::Expected<Schedule> generateZBH2(const Problem &problem,
-                                      llvm::ArrayRef<int> placement);
+llvm::Expected<Schedule>
+generateZBH2(const Problem &problem, llvm::ArrayRef<int> placement,
+             Objective objective = Objective::Makespan);
 
 /// ZB-V: V placement, split backward, W deferred, every rank's memory
 /// limited to the highest 1F1B peak of the same model.
-llvm::Expected<Schedule> generateZBV(const Problem &problem);
+llvm::Expected<Schedule>
+generateZBV(const Problem &problem, Objective objective = Objective::Makespan);
 
 /// DualPipeV: V placement, overlapped forward+backward actions in the steady
 /// state, split backward in warm-up and cool-down. Needs m >= 2p - 1 for its
@@ -150,6 +158,9 @@ struct KindRequest {
   /// auto: schedules to start from (AutoOptions::starts), microbatches by
   /// the problem's order.
   std::vector<Schedule> starts;
+  /// What auto and the zero-bubble kinds minimize (kind=exact: the
+  /// makespan only).
+  Objective objective = Objective::Makespan;
 };
 
 struct KindResult {
@@ -163,6 +174,8 @@ struct KindResult {
   std::string choice;
   double lowerBound = 0.0;
   double memoryAwareBound = 0.0;
+  /// auto: the span bound (AutoResult::spanBound).
+  double spanBound = 0.0;
   /// auto with `lengths`: the microbatch order it chose, position k runs
   /// the problem's microbatch `microbatchOrder[k]` (`schedule` and
   /// `timeline` index microbatches by position); empty: as given.

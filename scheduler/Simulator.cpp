@@ -189,6 +189,21 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
   return timeline;
 }
 
+llvm::StringRef stagecraft::pipe::sched::objectiveName(Objective objective) {
+  return objective == Objective::Span ? "span" : "makespan";
+}
+
+llvm::Expected<Objective>
+stagecraft::pipe::sched::parseObjective(llvm::StringRef name) {
+  if (name == "makespan")
+    return Objective::Makespan;
+  if (name == "span")
+    return Objective::Span;
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "unknown objective '" + name + "'; expected makespan or span");
+}
+
 double Timeline::maxSpan() const {
   return span.empty() ? 0.0 : *std::max_element(span.begin(), span.end());
 }

@@ -31,6 +31,18 @@ struct TimedTransfer {
   double start, end;
 };
 
+/// What a schedule search minimizes. `Makespan`: one step from the first
+/// start to the last end, the step's cost when a barrier separates steps
+/// (torch's runtime). `Span`: the largest per-rank span, the steady-state
+/// step when a step's tail may overlap the next one's head (the Zero Bubble
+/// paper's runtime); it never exceeds the makespan.
+enum class Objective { Makespan, Span };
+
+/// "makespan" / "span".
+llvm::StringRef objectiveName(Objective objective);
+/// Parses an objective's name; fails naming both.
+llvm::Expected<Objective> parseObjective(llvm::StringRef name);
+
 struct Timeline {
   double makespan = 0.0;
   /// 1 - sum(busy) / (ranks * makespan); 0 when the makespan is 0.
@@ -53,6 +65,10 @@ struct Timeline {
 
   /// The largest per-rank span.
   double maxSpan() const;
+  /// What \p objective minimizes on this timeline.
+  double value(Objective objective) const {
+    return objective == Objective::Span ? maxSpan() : makespan;
+  }
   /// Rank \p r's peak: its static memory plus its activation peak, the
   /// figure a capacity bounds.
   double peak(int r) const {

@@ -67,14 +67,16 @@ namespace {
 /// parallel threads; below it a thread costs more than it saves.
 constexpr long long kParallelActions = 50000;
 
-/// The fastest of several candidate schedules, each generated and simulated
+/// The fastest of several candidate schedules by an objective (the
+/// makespan, or the largest per-rank span), each generated and simulated
 /// once: in a thread of its own on large problems, the result being the
 /// same either way. The first of equally fast candidates wins; when every
 /// candidate failed, the first failure is the result.
 class Fastest {
 public:
   using Candidate = std::function<llvm::Expected<Schedule>()>;
-  explicit Fastest(const Problem &problem) : problem(problem) {}
+  Fastest(const Problem &problem, Objective objective)
+      : problem(problem), objective(objective) {}
 
   void add(Candidate candidate) { candidates.push_back(std::move(candidate)); }
 
@@ -88,7 +90,7 @@ public:
       if (s) {
         llvm::Expected<Timeline> t = simulate(problem, *s);
         if (t) {
-          makespans[i] = t->makespan;
+          makespans[i] = t->value(objective);
         } else {
           llvm::consumeError(t.takeError());
           invalid[i] = 1;
@@ -142,6 +144,7 @@ public:
 
 private:
   const Problem &problem;
+  const Objective objective;
   std::vector<Candidate> candidates;
 };
 } // namespace
@@ -157,7 +160,8 @@ static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
-    const Problem &problem, llvm::ArrayRef<int> placement) {
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    Objective objective) {
   llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
   if (!highest)
     return highest.takeError();
@@ -165,7 +169,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   // peak on every rank.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest);
-  Fastest fastest(problem);
+  Fastest fastest(problem, objective);
   // The papers' heuristic is built on a chain; a branching pipeline gets
   // the list scheduler alone.
   if (problem.isChain())
@@ -178,7 +182,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
-    const Problem &problem, llvm::ArrayRef<int> placement) {
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    Objective objective) {
   llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
   if (!highest)
     return highest.takeError();
@@ -187,7 +192,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
   // ranks can run their I early and defer W to the end.
   const int p = problem.ranks;
   std::vector<double> limits(p, *highest * (2.0 * p - 1) / p);
-  Fastest fastest(problem);
+  Fastest fastest(problem, objective);
   // The papers' heuristic is built on a chain; a branching pipeline gets
   // the list scheduler alone.
   if (problem.isChain())
@@ -226,7 +231,7 @@ stagecraft::pipe::sched::placeVShape(const Problem &problem) {
 }
 
 llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
-    const Problem &problem) {
+    const Problem &problem, Objective objective) {
   llvm::Expected<std::vector<int>> placement = placeVShape(problem);
   if (!placement)
     return placement.takeError();
@@ -241,7 +246,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
                             *std::max_element(peaks->begin(), peaks->end()));
   policy.backwardFirst = false;
   policy.laterStageFirst = false;
-  Fastest fastest(problem);
+  Fastest fastest(problem, objective);
   fastest.add(
       [&] { return zeroBubbleV(problem, *placement, policy.memoryLimit); });
   // With latency, the heuristic planned for 2 to 8 times the real latency

@@ -196,6 +196,7 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
     pass.chunks = options.chunks;
     pass.memoryLimit = options.memoryLimit;
     pass.recompute = options.recompute;
+    pass.objective = options.objective;
     pass.timeLimit = options.timeLimit;
     pm.addPass(createPipeSchedulePass(pass));
     if (failed(pm.run(module)))

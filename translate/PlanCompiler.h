@@ -25,6 +25,8 @@ struct CompileOptions {
   double memoryLimit = 0.0;
   /// --pipe-schedule's recompute= (empty: its default).
   std::string recompute;
+  /// --pipe-schedule's objective=: makespan or span.
+  std::string objective = "makespan";
   /// When > 0: schedule the spec's pipelines on this many ranks instead of
   /// their own count (re-planning on the surviving ranks).
   int ranks = 0;

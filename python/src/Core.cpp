@@ -62,6 +62,8 @@ struct PySchedule {
   std::string choice;
   double lowerBound = 0.0;
   double memoryAwareBound = 0.0;
+  /// auto: no schedule on its placements has a smaller largest span.
+  double spanBound = 0.0;
   /// auto with lengths: position k runs the problem's microbatch order[k]
   /// (`problem` is already in this order); empty: as given.
   std::vector<int> microbatchOrder;
@@ -276,6 +278,9 @@ NB_MODULE(_core, m) {
               "order); empty: as given")
       .def_ro("memory_aware_bound", &PySchedule::memoryAwareBound,
               "auto: the bound that also honours the memory limit")
+      .def_ro("span_bound", &PySchedule::spanBound,
+              "auto: no schedule on its placements has a smaller span (each "
+              "rank's span covers its own work)")
       .def(
           "_with_origin",
           [](const PySchedule &s, std::string kind, std::string choice,
@@ -353,6 +358,7 @@ NB_MODULE(_core, m) {
             out.choice = s.choice;
             out.lowerBound = s.lowerBound;
             out.memoryAwareBound = s.memoryAwareBound;
+            out.spanBound = s.spanBound;
             check(checkCapacity(out.problem, out.timeline));
             return out;
           },
@@ -390,7 +396,7 @@ NB_MODULE(_core, m) {
       "schedule",
       [](const Problem &problem, const std::string &kind, int chunks,
          std::optional<double> memoryLimit, double timeLimit, int folds,
-         std::optional<std::string> recompute) {
+         std::optional<std::string> recompute, const std::string &objective) {
         Problem p = checkedProblem(problem);
         KindRequest request;
         request.kind = kind;
@@ -398,6 +404,7 @@ NB_MODULE(_core, m) {
         request.memoryLimit = memoryLimit.value_or(0.0);
         request.timeLimit = timeLimit;
         request.folds = folds;
+        request.objective = take(parseObjective(objective));
         if (recompute) {
           request.recompute = parseRecomputePolicy(*recompute);
           if (!request.recompute)
@@ -431,18 +438,22 @@ NB_MODULE(_core, m) {
         out.choice = result.choice;
         out.lowerBound = result.lowerBound;
         out.memoryAwareBound = result.memoryAwareBound;
+        out.spanBound = result.spanBound;
         return out;
       },
       nb::arg("problem"), nb::arg("kind") = "1f1b", nb::arg("chunks") = 0,
       nb::arg("memory_limit") = nb::none(), nb::arg("time_limit") = 10.0,
       nb::arg("folds") = 2, nb::arg("recompute") = nb::none(),
+      nb::arg("objective") = "makespan",
       "Schedule the problem as --pipe-schedule does: kind is gpipe, 1f1b, "
       "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto or exact "
       "(small problems: proven optimal over auto's placements, or the best "
       "found in time_limit; `choice` says which); "
       "recompute is none, full, selective or auto (default: auto with a "
-      "capacity, else none; helix: full). The result is verified and "
-      "simulated.");
+      "capacity, else none; helix: full); objective is makespan (one step "
+      "between barriers, as torch's runtime runs) or span (the largest "
+      "per-rank span, the steady-state step when steps overlap; auto and the "
+      "zero-bubble kinds follow it). The result is verified and simulated.");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

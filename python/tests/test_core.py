@@ -235,6 +235,19 @@ def test_the_installed_wheel_is_what_is_tested():
     assert not os.path.abspath(sc.__file__).startswith(ROOT + os.sep)
 
 
+def test_the_span_objective_fills_the_span_when_memory_allows():
+    p = problem(4, 8, stages_per_rank=1, w=1.0)
+    by_makespan = sc.schedule(p, kind="auto", memory_limit=8.0, time_limit=1.0)
+    by_span = sc.schedule(p, kind="auto", memory_limit=8.0, time_limit=1.0,
+                          objective="span")
+    assert max(by_span.span) == by_span.span_bound == 24
+    assert max(by_makespan.span) == 27
+    assert by_makespan.makespan <= by_span.makespan
+    assert max(by_span.peak_memory) <= 8.0
+    with pytest.raises(sc.ScheduleError, match="unknown objective 'fast'"):
+        sc.schedule(p, kind="auto", objective="fast")
+
+
 def test_bad_problems_and_options_raise_schedule_error():
     with pytest.raises(sc.ScheduleError, match="ranks"):
         sc.Problem(ranks=0, microbatches=1, stages=[sc.Stage()])

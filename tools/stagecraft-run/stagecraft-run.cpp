@@ -81,6 +81,12 @@ static cl::opt<std::string> recompute(
     "recompute", cl::cat(runCategory),
     cl::desc("with --schedule: none, full, selective or auto (default: auto "
              "when the spec has a capacity, else none; helix: full)"));
+static cl::opt<std::string> objective(
+    "objective", cl::init("makespan"), cl::cat(runCategory),
+    cl::desc("with --schedule: what auto and the zero-bubble kinds minimize, "
+             "makespan (one step between barriers, as this runtime runs; "
+             "default) or span (the largest per-rank span: the steady-state "
+             "step of overlapped steps)"));
 static cl::opt<std::string> partitionStages(
     "stages", cl::cat(runCategory),
     cl::desc("with a spec of pipe.layer ops: cut it into this many stages "
@@ -294,6 +300,7 @@ static stagecraft::pipe::CompileOptions compileOptions() {
   options.chunks = chunks;
   options.memoryLimit = memoryLimit;
   options.recompute = recompute;
+  options.objective = objective;
   options.scheduleName = scheduleName;
   options.unitBytes = unitBytes;
   options.ranks = ranksOverride;

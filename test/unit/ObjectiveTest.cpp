@@ -1,0 +1,142 @@
+//===- ObjectiveTest.cpp - The span objective -----------------------------===//
+//
+// `objective=span` against `objective=makespan` over a grid of ranks,
+// microbatches, stages per rank, costs, latency and memory limits (1x and
+// 2x 1F1B's peak): each objective is never worse than the other on its own
+// figure, the span bound is never above any schedule's span, and at 2x
+// memory the span search reaches the bound where the makespan one leaves a
+// bubble.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "scheduler/AutoScheduler.h"
+#include "scheduler/Generators.h"
+#include "scheduler/Simulator.h"
+
+#include <algorithm>
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+struct Point {
+  int p, m, perRank;
+  Costs costs;
+  double latency, memory;
+};
+
+std::vector<Point> grid() {
+  std::vector<Point> points;
+  for (int p : {2, 4})
+    for (int m : {4, 8})
+      for (int perRank : {1, 2})
+        for (Costs costs : {Costs{1.0, 1.0, 1.0}, Costs{1.0, 1.0, 0.5}})
+          for (double latency : {0.0, 0.1})
+            for (double memory : {1.0, 2.0})
+              points.push_back({p, m, perRank, costs, latency, memory});
+  return points;
+}
+
+llvm::Expected<KindResult> run(const Problem &problem, double memoryLimit,
+                               Objective objective) {
+  KindRequest request;
+  request.kind = "auto";
+  request.memoryLimit = memoryLimit;
+  request.timeLimit = 0.2;
+  request.objective = objective;
+  return scheduleByName(problem, request);
+}
+
+double oneFOneBPeak(const Problem &problem) {
+  std::vector<double> peaks = llvm::cantFail(oneFOneBPeakMemory(problem));
+  return *std::max_element(peaks.begin(), peaks.end());
+}
+
+} // namespace
+
+TEST(Objective, EachIsNeverWorseThanTheOtherOnItsOwnFigure) {
+  for (const Point &pt : grid()) {
+    Problem problem =
+        uniformProblem(pt.p, pt.m, pt.p * pt.perRank, pt.costs, pt.latency);
+    double limit = pt.memory * oneFOneBPeak(problem);
+    SCOPED_TRACE(::testing::Message()
+                 << "p=" << pt.p << " m=" << pt.m << " stages/rank="
+                 << pt.perRank << " W=" << pt.costs.backwardWeight
+                 << " latency=" << pt.latency << " memory x" << pt.memory);
+    llvm::Expected<KindResult> byMakespan =
+        run(problem, limit, Objective::Makespan);
+    llvm::Expected<KindResult> bySpan = run(problem, limit, Objective::Span);
+    ASSERT_TRUE(bool(byMakespan)) << llvm::toString(byMakespan.takeError());
+    ASSERT_TRUE(bool(bySpan)) << llvm::toString(bySpan.takeError());
+    EXPECT_LE(bySpan->timeline.maxSpan(),
+              byMakespan->timeline.maxSpan() * (1 + 1e-9));
+    EXPECT_LE(byMakespan->timeline.makespan,
+              bySpan->timeline.makespan * (1 + 1e-9));
+    for (double peak : bySpan->timeline.peakMemory)
+      EXPECT_LE(peak, limit * (1 + 1e-9));
+    // The bound holds for what the search found.
+    EXPECT_GT(bySpan->spanBound, 0.0);
+    EXPECT_LE(bySpan->spanBound, bySpan->timeline.maxSpan() * (1 + 1e-9));
+  }
+}
+
+TEST(Objective, SpanBoundIsNeverAboveAnySchedulesSpan) {
+  for (const Point &pt : grid()) {
+    if (pt.memory != 1.0)
+      continue;
+    Problem problem =
+        uniformProblem(pt.p, pt.m, pt.p * pt.perRank, pt.costs, pt.latency);
+    double bound = std::numeric_limits<double>::infinity();
+    for (const NamedPlacement &np : candidatePlacements(problem))
+      bound = std::min(bound, spanLowerBound(problem, np.placement));
+    for (int k = 0; k <= static_cast<int>(ScheduleKind::DualPipeV); ++k) {
+      ScheduleOptions options;
+      options.kind = static_cast<ScheduleKind>(k);
+      llvm::Expected<Schedule> s = generateSchedule(problem, options);
+      if (!s) {
+        llvm::consumeError(s.takeError());
+        continue;
+      }
+      Timeline t = llvm::cantFail(simulate(problem, *s));
+      // On its own placement, and over every placement.
+      EXPECT_LE(spanLowerBound(problem, s->placement),
+                t.maxSpan() * (1 + 1e-9))
+          << scheduleKindName(options.kind).str();
+      EXPECT_LE(bound, t.maxSpan() * (1 + 1e-9));
+    }
+  }
+}
+
+// With twice 1F1B's memory, more forwards fit before the first backward and
+// the span search fills every rank's span with its own work (the bound),
+// where the makespan search's best keeps a bubble on the span.
+TEST(Objective, SpanReachesItsBoundWhenMemoryAllows) {
+  Problem problem = uniformProblem(4, 8, 4);
+  double limit = 2 * oneFOneBPeak(problem);
+  llvm::Expected<KindResult> bySpan = run(problem, limit, Objective::Span);
+  llvm::Expected<KindResult> byMakespan =
+      run(problem, limit, Objective::Makespan);
+  ASSERT_TRUE(bool(bySpan) && bool(byMakespan));
+  EXPECT_DOUBLE_EQ(bySpan->timeline.maxSpan(), bySpan->spanBound);
+  EXPECT_GT(byMakespan->timeline.maxSpan(), bySpan->timeline.maxSpan());
+}
+
+TEST(Objective, ParsesItsNamesAndRefusesOthers) {
+  EXPECT_EQ(llvm::cantFail(parseObjective("span")), Objective::Span);
+  EXPECT_EQ(llvm::cantFail(parseObjective("makespan")), Objective::Makespan);
+  llvm::Expected<Objective> bad = parseObjective("throughput");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "unknown objective 'throughput'; expected makespan or span");
+  KindRequest exact;
+  exact.kind = "exact";
+  exact.objective = Objective::Span;
+  llvm::Expected<KindResult> r = scheduleByName(uniformProblem(2, 2, 2), exact);
+  ASSERT_FALSE(bool(r));
+  EXPECT_NE(llvm::toString(r.takeError()).find("for objective=span use "
+                                               "kind=auto"),
+            std::string::npos);
+}
