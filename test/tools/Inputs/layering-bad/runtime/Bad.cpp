@@ -1,0 +1,1 @@
+#include "dialect/PipeOps.h"

@@ -1,0 +1,2 @@
+#include "scheduler/Problem.h"
+#include "mlir/IR/Builders.h"
