@@ -2,7 +2,7 @@
 // head on 4 ranks, two fast devices and two at half the speed and memory,
 // in two nodes of 2 whose link between them has 1/8 of the bandwidth
 // inside a node. Layers, not stages: kind=auto chooses the cut, the stages
-// per rank, which device sits where and the kind (README, "A heterogeneous
+// per rank, which device sits where and the kind (docs/benchmarks.md, "A heterogeneous
 // job end to end").
 pipe.pipeline @cluster ranks(4) microbatches(8) devices(@h100 x 2, @a100 x 2) links(node = 2, intra = (latency = 0.01, bandwidth = 8.0), inter = (latency = 0.05, bandwidth = 1.0)) {
   pipe.device @h100 speed(1.0) memory(40.0)
