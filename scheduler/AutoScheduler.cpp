@@ -35,17 +35,20 @@
 
 using namespace stagecraft::pipe::sched;
 
+/// On devices of different speeds: \p problem with the costs as each
+/// stage's rank sees them; none when every device has speed 1.
+static std::optional<Problem> deviceScaled(const Problem &problem,
+                                           llvm::ArrayRef<int> placement) {
+  for (const Problem::Device &d : problem.devices)
+    if (d.speed != 1.0)
+      return scaledForDevices(problem, placement);
+  return std::nullopt;
+}
+
 double stagecraft::pipe::sched::lowerBound(const Problem &problem,
                                            llvm::ArrayRef<int> placement) {
-  // On devices of different speeds: the costs as each stage's rank sees
-  // them.
-  if (problem.hasDevices()) {
-    bool scaled = true;
-    for (const Problem::Device &d : problem.devices)
-      scaled &= d.speed == 1.0;
-    if (!scaled)
-      return lowerBound(scaledForDevices(problem, placement), placement);
-  }
+  if (std::optional<Problem> scaled = deviceScaled(problem, placement))
+    return lowerBound(*scaled, placement);
   const int n = problem.numStages(), p = problem.ranks;
   std::vector<double> work(p, 0.0), chain(p, -1.0);
   // The earliest a forward of stage s can start: the longest path of
@@ -79,13 +82,8 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
 
 double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
                                                llvm::ArrayRef<int> placement) {
-  if (problem.hasDevices()) {
-    bool scaled = true;
-    for (const Problem::Device &d : problem.devices)
-      scaled &= d.speed == 1.0;
-    if (!scaled)
-      return spanLowerBound(scaledForDevices(problem, placement), placement);
-  }
+  if (std::optional<Problem> scaled = deviceScaled(problem, placement))
+    return spanLowerBound(*scaled, placement);
   std::vector<double> work(problem.ranks, 0.0);
   for (int s = 0; s < problem.numStages(); ++s) {
     const Stage &stage = problem.stages[s];
