@@ -1,4 +1,5 @@
-//===- HalfStageModel.h - The model the quality benchmarks share -*- C++ -*-===//
+//===- HalfStageModel.h - The model the quality benchmarks share -*- C++
+//-*-===//
 //
 // 2p stages, each half of a rank's costs (F, I, W halved, activation 0.5),
 // so that every placement applies: blocks of two for gpipe/1f1b/zb-h1/zb-h2,

@@ -1,4 +1,5 @@
-//===- HelixBench.cpp - HelixPipe against the layer pipelines, on devices --===//
+//===- HelixBench.cpp - HelixPipe against the layer pipelines, on devices
+//--===//
 //
 // Simulated step time of HelixPipe against 1f1b, interleaved-1f1b, zb-h1,
 // zb-v and auto for a 7B-like model (32 layers, hidden 4096, 32 heads,
@@ -77,8 +78,8 @@ Result layerKind(const Problem &problem, const char *kind, double timeLimit) {
     double rerun = 0.0;
     for (int st : r->schedule.stagesOf(k))
       for (int m = 0; m < problem.microbatches; ++m)
-        rerun += recomputeCost(problem.stages[st],
-                               r->schedule.recompute.at(st, m));
+        rerun +=
+            recomputeCost(problem.stages[st], r->schedule.recompute.at(st, m));
     if (r->timeline.busy[k] > out.busy) {
       out.busy = r->timeline.busy[k];
       out.recomputeTime = rerun;
@@ -117,9 +118,8 @@ Result helix(const TransformerShape &shape, const LayerCosts &c,
   options.recompute = false;
   llvm::Expected<TaskGraph> plain =
       helixTaskGraph(shape, c, link, kRanks, kMicrobatches, options);
-  llvm::Expected<Timeline> tp = plain ? simulate(*plain)
-                                      : llvm::Expected<Timeline>(
-                                            plain.takeError());
+  llvm::Expected<Timeline> tp =
+      plain ? simulate(*plain) : llvm::Expected<Timeline>(plain.takeError());
   for (int k = 0; k < kRanks; ++k)
     if (t->busy[k] > out.busy) {
       out.busy = t->busy[k];
@@ -199,9 +199,9 @@ int main(int argc, char **argv) {
                                seq / 1024, name);
           return fmt::format("| {}k | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} "
                              "| {:.1f} |\n",
-                             seq / 1024, name, r.makespan, r.busy - r.recomputeTime,
-                             r.recomputeTime, r.makespan - r.busy,
-                             r.peak / 1e9);
+                             seq / 1024, name, r.makespan,
+                             r.busy - r.recomputeTime, r.recomputeTime,
+                             r.makespan - r.busy, r.peak / 1e9);
         };
         breakdown += row("helix", h);
         for (const char *k : kinds)
@@ -218,8 +218,8 @@ int main(int argc, char **argv) {
                       : "-");
     }
     fmt::print("\nlongest sequence that fits at all:");
-    for (const char *k : {"helix", "1f1b", "interleaved-1f1b", "zb-h1",
-                          "zb-v", "auto"})
+    for (const char *k :
+         {"helix", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "auto"})
       fmt::print(" {} {};", k,
                  longest.count(k) ? fmt::format("{}k", longest[k] / 1024)
                                   : std::string("none"));

@@ -153,8 +153,8 @@ Outcome measure(const KindResult &r, const Problem &problem) {
   Outcome o;
   o.makespan = r.timeline.makespan;
   for (int k = 0; k < problem.ranks; ++k)
-    o.peakOverCapacity =
-        std::max(o.peakOverCapacity, r.timeline.peak(k) / problem.capacityOf(k));
+    o.peakOverCapacity = std::max(o.peakOverCapacity,
+                                  r.timeline.peak(k) / problem.capacityOf(k));
   return o;
 }
 
@@ -171,8 +171,9 @@ Outcome baseline(const Model &m, const Problem &shell) {
       continue;
     }
     Outcome o = measure(*r, staged);
-    o.what = fmt::format("{} (v = {}){}", request.kind, v,
-                         r->recompute == "none" ? "" : ", recompute " + r->recompute);
+    o.what = fmt::format(
+        "{} (v = {}){}", request.kind, v,
+        r->recompute == "none" ? "" : ", recompute " + r->recompute);
     if (o.makespan < best.makespan)
       best = o;
   }
@@ -198,9 +199,9 @@ int main() {
       auto t0 = std::chrono::steady_clock::now();
       llvm::Expected<LayerSearchResult> found =
           searchLayerPipeline(shell, m.layers, request);
-      double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - t0)
-                           .count();
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
       if (!found) {
         fmt::print("| {} | {} | {:.1f} | {} | - | - | - | {} | {:.2f} |\n",
                    modelName, clusterName, base.makespan, base.what,

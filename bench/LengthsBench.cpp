@@ -33,8 +33,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <random>
 #include <cstdlib>
+#include <random>
 
 using namespace stagecraft::pipe::sched;
 
@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
              "batch over {} batches: mean {:.3f}; re-planning {:.1f} ms on "
              "average, {:.1f} ms at most (goal < 20 ms); batches over the "
              "1F1B peak: planned once {}, per batch {}; budget {} ms\n",
-             kBatches, ratioSum / kBatches, msSum / kBatches, worstMs,
-             overOnce, overPer, budgetMs);
+             kBatches, ratioSum / kBatches, msSum / kBatches, worstMs, overOnce,
+             overPer, budgetMs);
   return 0;
 }

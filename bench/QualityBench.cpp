@@ -31,13 +31,17 @@ int main(int argc, char **argv) {
       {"measured", 1.0, 1.1, 0.9, 0.05, 1.0, 1.0},
       {"hetero", 1.0, 1.0, 1.0, 0.1, 1.3, 1.6},
   };
-  const ScheduleKind kinds[] = {
-      ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-      ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
-      ScheduleKind::ZBV, ScheduleKind::DualPipeV};
+  const ScheduleKind kinds[] = {ScheduleKind::GPipe,
+                                ScheduleKind::OneFOneB,
+                                ScheduleKind::Interleaved1F1B,
+                                ScheduleKind::ZBH1,
+                                ScheduleKind::ZBH2,
+                                ScheduleKind::ZBV,
+                                ScheduleKind::DualPipeV};
   // The detailed rows are kept and printed after the summary matrix.
-  std::string details = "| profile | p | m | kind | makespan/LB | bubble | "
-                        "peak/1F1B | gen ms |\n|---|---|---|---|---|---|---|---|\n";
+  std::string details =
+      "| profile | p | m | kind | makespan/LB | bubble | "
+      "peak/1F1B | gen ms |\n|---|---|---|---|---|---|---|---|\n";
   std::string matrix = "| profile | p | m |";
   for (ScheduleKind kind : kinds)
     matrix += fmt::format(" {} |", scheduleKindName(kind).str());
@@ -58,15 +62,15 @@ int main(int argc, char **argv) {
         matrix += fmt::format("| {} | {} | {} |", profile.name, p, m);
         auto row = [&](const std::string &kind, const Schedule &s, double ms) {
           Timeline t = *simulate(problem, s);
-          details += fmt::format("| {} | {} | {} | {} | {:.4f} | {:.4f} | "
-                                 "{:.3f} | {:.1f} |\n",
-                                 profile.name, p, m, kind, t.makespan / bound,
-                                 t.bubbleRatio,
-                                 highest(t.peakMemory) / budget, ms);
+          details +=
+              fmt::format("| {} | {} | {} | {} | {:.4f} | {:.4f} | "
+                          "{:.3f} | {:.1f} |\n",
+                          profile.name, p, m, kind, t.makespan / bound,
+                          t.bubbleRatio, highest(t.peakMemory) / budget, ms);
           // Over-budget results are marked: auto may not pick them.
           bool over = highest(t.peakMemory) > budget * (1 + 1e-9);
-          matrix += fmt::format(" {:.3f}{} |", t.makespan / bound,
-                                over ? "*" : "");
+          matrix +=
+              fmt::format(" {:.3f}{} |", t.makespan / bound, over ? "*" : "");
           return t;
         };
         for (ScheduleKind kind : kinds) {
@@ -99,9 +103,10 @@ int main(int argc, char **argv) {
           ++autoWorse;
       }
     }
-  fmt::print("makespan / lower bound (* = peak memory above the 1F1B budget)\n\n"
-             "{}\n{}\nauto worse than the best fixed kind within budget: {} "
-             "cases\n",
-             matrix, details, autoWorse);
+  fmt::print(
+      "makespan / lower bound (* = peak memory above the 1F1B budget)\n\n"
+      "{}\n{}\nauto worse than the best fixed kind within budget: {} "
+      "cases\n",
+      matrix, details, autoWorse);
   return autoWorse ? 1 : 0;
 }

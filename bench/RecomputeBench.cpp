@@ -87,10 +87,9 @@ int main(int argc, char **argv) {
       shape.heads = model.heads;
       shape.sequence = seq;
       shape.flops = 0.5 * 312e12;
-      LayerCosts c =
-          tensorParallelCosts(layerCosts(shape), model.tensor, 3e11);
-      Problem eight = *layerPipelineProblem(shape, c, link, kRanks, kRanks,
-                                            kMicrobatches);
+      LayerCosts c = tensorParallelCosts(layerCosts(shape), model.tensor, 3e11);
+      Problem eight =
+          *layerPipelineProblem(shape, c, link, kRanks, kRanks, kMicrobatches);
       Problem sixteen = *layerPipelineProblem(shape, c, link, kRanks,
                                               2 * kRanks, kMicrobatches);
       eight.capacity = sixteen.capacity = 80e9;

@@ -37,8 +37,9 @@ int main(int argc, char **argv) {
   struct Case {
     int ranks, microbatches, chunks;
   };
-  const Case cases[] = {{8, 32, 1},    {8, 32, 2},    {32, 256, 1}, {32, 256, 2},
-                        {64, 1024, 1}, {64, 1024, 2}, {64, 1000, 2}};
+  const Case cases[] = {{8, 32, 1},   {8, 32, 2},    {32, 256, 1},
+                        {32, 256, 2}, {64, 1024, 1}, {64, 1024, 2},
+                        {64, 1000, 2}};
   fmt::print("| kind | ranks | microbatches | chunks | actions | makespan | "
              "bubble | generate ms | verify+simulate ms | total ms |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -55,10 +56,10 @@ int main(int argc, char **argv) {
           kind == ScheduleKind::ZBH1 || kind == ScheduleKind::ZBH2;
       // Zero-bubble kinds on 2 stages per rank (contiguous blocks for
       // zb-h1/zb-h2, the V for zb-v/dualpipev); the others as before.
-      if (zeroBubble || vShape ? c.chunks != 2
-                               : interleaved != (c.chunks > 1))
+      if (zeroBubble || vShape ? c.chunks != 2 : interleaved != (c.chunks > 1))
         continue;
-      Problem problem = makeProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
+      Problem problem =
+          makeProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
       double bestGen = 1e30, bestSim = 1e30;
       Timeline timeline;
       size_t actions = 0;
@@ -68,7 +69,8 @@ int main(int argc, char **argv) {
             generateSchedule(problem, {kind, interleaved ? c.chunks : 0});
         auto t1 = std::chrono::steady_clock::now();
         if (!schedule) {
-          fmt::print(stderr, "error: {}\n", llvm::toString(schedule.takeError()));
+          fmt::print(stderr, "error: {}\n",
+                     llvm::toString(schedule.takeError()));
           return 1;
         }
         llvm::Expected<Timeline> t = simulate(problem, *schedule);
@@ -83,15 +85,18 @@ int main(int argc, char **argv) {
         for (const auto &rank : schedule->ranks)
           actions += rank.size();
         bestGen = std::min(
-            bestGen, std::chrono::duration<double, std::milli>(t1 - t0).count());
+            bestGen,
+            std::chrono::duration<double, std::milli>(t1 - t0).count());
         bestSim = std::min(
-            bestSim, std::chrono::duration<double, std::milli>(t2 - t1).count());
+            bestSim,
+            std::chrono::duration<double, std::milli>(t2 - t1).count());
       }
-      fmt::print("| {} | {} | {} | {} | {} | {:.6g} | {:.4f} | {:.1f} | {:.1f} | "
-                 "{:.1f} |\n",
-                 scheduleKindName(kind).str(), c.ranks, c.microbatches,
-                 c.chunks, actions, timeline.makespan, timeline.bubbleRatio,
-                 bestGen, bestSim, bestGen + bestSim);
+      fmt::print(
+          "| {} | {} | {} | {} | {} | {:.6g} | {:.4f} | {:.1f} | {:.1f} | "
+          "{:.1f} |\n",
+          scheduleKindName(kind).str(), c.ranks, c.microbatches, c.chunks,
+          actions, timeline.makespan, timeline.bubbleRatio, bestGen, bestSim,
+          bestGen + bestSim);
     }
   }
   return failures ? 1 : 0;

@@ -53,13 +53,12 @@ int main(int argc, char **argv) {
       Problem problem = halfStageProblem(profile, p, m, /*weightGrad=*/0.25);
       double budget = highest(*oneFOneBPeakMemory(problem));
       std::string row = fmt::format("| {} | {}, {} |", profile.name, p, m);
-      auto record = [&](const std::string &kind, const Schedule &s,
-                        double ms) {
+      auto record = [&](const std::string &kind, const Schedule &s, double ms) {
         Timeline t = *simulate(problem, s);
         detail += fmt::format("| {} | {}, {} | {} | {:.2f} | {:.2f} | {:.3f} "
                               "| {:.1f} |\n",
-                              profile.name, p, m, kind, t.makespan,
-                              t.maxSpan(), highest(t.peakMemory) / budget, ms);
+                              profile.name, p, m, kind, t.makespan, t.maxSpan(),
+                              highest(t.peakMemory) / budget, ms);
         return t;
       };
       double zbv = 0.0, zbvOwn = 0.0;

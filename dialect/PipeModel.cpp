@@ -91,7 +91,8 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
       stage.scalingQuadratic = quadratic.getValueAsDouble();
     if (FloatAttr af = op.getAttentionForwardAttr())
       stage.attention = sched::Stage::Attention{
-          af.getValueAsDouble(), op.getAttentionBackwardAttr().getValueAsDouble(),
+          af.getValueAsDouble(),
+          op.getAttentionBackwardAttr().getValueAsDouble(),
           op.getAttentionMemoryAttr()
               ? op.getAttentionMemoryAttr().getValueAsDouble()
               : 0.0};
@@ -124,9 +125,8 @@ stagecraft::pipe::getActionKind(Operation *op) {
       .Case([](BackwardInputOp) { return sched::ActionKind::BackwardInput; })
       .Case([](BackwardWeightOp) { return sched::ActionKind::BackwardWeight; })
       .Case([](BackwardOp) { return sched::ActionKind::Backward; })
-      .Case([](ForwardBackwardOp) {
-        return sched::ActionKind::ForwardBackward;
-      })
+      .Case(
+          [](ForwardBackwardOp) { return sched::ActionKind::ForwardBackward; })
       .Case([](AttentionForwardOp) {
         return sched::ActionKind::AttentionForward;
       })
@@ -194,14 +194,14 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
       StringAttr name = cast<FlatSymbolRefAttr>(attr).getAttr();
       auto it = stageIndex.find(name);
       if (it == stageIndex.end())
-        return rankOp.emitOpError() << "lists unknown stage @" << name.getValue()
-                                    << " of pipeline @" << model.problem.name;
+        return rankOp.emitOpError()
+               << "lists unknown stage @" << name.getValue() << " of pipeline @"
+               << model.problem.name;
       int s = it->second;
       if (model.schedule.placement[s] >= 0)
         return rankOp.emitOpError()
-               << "lists stage @" << name.getValue()
-               << ", which rank " << model.schedule.placement[s]
-               << " already hosts";
+               << "lists stage @" << name.getValue() << ", which rank "
+               << model.schedule.placement[s] << " already hosts";
       const std::optional<int> &pin = model.problem.stages[s].rank;
       if (pin && *pin != id)
         return rankOp.emitOpError()
@@ -213,9 +213,8 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
       auto stage = action.getAttrOfType<FlatSymbolRefAttr>(attr);
       auto it = stageIndex.find(stage.getAttr());
       if (it == stageIndex.end())
-        return action.emitOpError()
-               << "refers to unknown stage " << stage << " of pipeline @"
-               << model.problem.name;
+        return action.emitOpError() << "refers to unknown stage " << stage
+                                    << " of pipeline @" << model.problem.name;
       return it->second;
     };
     auto mbOf = [&](Operation &action, StringRef attr) {
@@ -250,11 +249,11 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
         return failure();
       int64_t peer = c.getAttrOfType<IntegerAttr>("peer").getInt();
       if (peer >= numRanks)
-        return c.emitOpError() << "names rank " << peer << ", but pipeline @"
-                               << model.problem.name << " has " << numRanks
-                               << " ranks";
-      return sched::CommOp{send, static_cast<int>(peer),
-                           {kind, *stage, mbOf(c, "microbatch")}};
+        return c.emitOpError()
+               << "names rank " << peer << ", but pipeline @"
+               << model.problem.name << " has " << numRanks << " ranks";
+      return sched::CommOp{
+          send, static_cast<int>(peer), {kind, *stage, mbOf(c, "microbatch")}};
     };
     std::vector<sched::Instruction> &instrs = instructions[id];
     for (Operation &action : rankOp.getBody().front()) {
@@ -288,8 +287,9 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
           stageOf(action, overlapped ? "forward_stage" : "stage");
       if (failed(stage))
         return failure();
-      sched::Action a{*kind, *stage,
-                      mbOf(action, overlapped ? "forward_microbatch" : "microbatch")};
+      sched::Action a{
+          *kind, *stage,
+          mbOf(action, overlapped ? "forward_microbatch" : "microbatch")};
       if (overlapped) {
         FailureOr<int> back = stageOf(action, "backward_stage");
         if (failed(back))
@@ -300,12 +300,11 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
       // An out-of-range microbatch is reported by the coverage check.
       auto mode = action.getAttrOfType<RecomputeModeAttr>("recompute");
       if (mode && a.microbatch < model.problem.microbatches)
-        model.schedule.recompute.set(
-            a.stage, a.microbatch,
-            mode.getValue() == RecomputeMode::full
-                ? sched::Recompute::Full
-                : sched::Recompute::Selective,
-            numStages, model.problem.microbatches);
+        model.schedule.recompute.set(a.stage, a.microbatch,
+                                     mode.getValue() == RecomputeMode::full
+                                         ? sched::Recompute::Full
+                                         : sched::Recompute::Selective,
+                                     numStages, model.problem.microbatches);
       model.schedule.ranks[id].push_back(a);
       model.actionOps[id].push_back(&action);
       instrs.push_back(sched::Instruction::compute(a));
@@ -314,17 +313,17 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
   }
   for (int r = 0; r < numRanks; ++r)
     if (!model.rankOps[r])
-      return op.emitOpError() << "has no pipe.rank " << r << " (pipeline @"
-                              << model.problem.name << " has " << numRanks
-                              << " ranks)";
+      return op.emitOpError()
+             << "has no pipe.rank " << r << " (pipeline @" << model.problem.name
+             << " has " << numRanks << " ranks)";
   for (int s = 0; s < numStages; ++s)
     if (model.schedule.placement[s] < 0)
       return op.emitOpError() << "hosts stage @" << model.problem.stages[s].name
                               << " on no rank";
   if (hasComm)
-    model.program = sched::Program{model.schedule.placement,
-                                   std::move(instructions),
-                                   model.schedule.recompute};
+    model.program =
+        sched::Program{model.schedule.placement, std::move(instructions),
+                       model.schedule.recompute};
   return model;
 }
 
@@ -333,8 +332,9 @@ static Location siteLoc(ScheduleOp op, const ScheduleModel &model,
                         sched::ScheduleSite site, SiteSpace space) {
   if (site.rank < 0 || site.rank >= static_cast<int>(model.rankOps.size()))
     return op.getLoc();
-  const auto &ops = space == SiteSpace::Actions ? model.actionOps[site.rank]
-                                                : model.instructionOps[site.rank];
+  const auto &ops = space == SiteSpace::Actions
+                        ? model.actionOps[site.rank]
+                        : model.instructionOps[site.rank];
   if (site.index < 0 || site.index >= static_cast<int>(ops.size()))
     return model.rankOps[site.rank]->getLoc();
   return ops[site.index]->getLoc();

@@ -77,17 +77,19 @@ mlir::LogicalResult emitScheduleError(ScheduleOp op, const ScheduleModel &model,
 /// Creates `pipe.schedule @name for @pipeline` with \p schedule's ranks and
 /// actions at the builder's insertion point. Action i of rank r gets location
 /// \p actionLoc(r, i) when given, else \p loc. An empty \p kind is omitted.
-ScheduleOp buildSchedule(
-    mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
-    llvm::StringRef name, llvm::StringRef kind, const sched::Schedule &schedule,
-    llvm::function_ref<mlir::Location(int, int)> actionLoc = nullptr);
+ScheduleOp
+buildSchedule(mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
+              llvm::StringRef name, llvm::StringRef kind,
+              const sched::Schedule &schedule,
+              llvm::function_ref<mlir::Location(int, int)> actionLoc = nullptr);
 
 /// As `buildSchedule`, with \p program's transfers and groups between the
 /// actions; instruction i of rank r gets location \p instrLoc(r, i).
-ScheduleOp buildProgram(
-    mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
-    llvm::StringRef name, llvm::StringRef kind, const sched::Program &program,
-    llvm::function_ref<mlir::Location(int, int)> instrLoc = nullptr);
+ScheduleOp
+buildProgram(mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
+             llvm::StringRef name, llvm::StringRef kind,
+             const sched::Program &program,
+             llvm::function_ref<mlir::Location(int, int)> instrLoc = nullptr);
 
 } // namespace stagecraft::pipe
 

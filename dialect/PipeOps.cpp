@@ -57,8 +57,7 @@ static ParseResult parseNumber(OpAsmParser &parser, double &value) {
 /// Shortest exact decimal form that MLIR's lexer reads back as a float.
 static std::string formatNumber(double value) {
   std::string text = fmt::format("{}", value);
-  if (!std::isfinite(value) ||
-      text.find_first_of(".") != std::string::npos)
+  if (!std::isfinite(value) || text.find_first_of(".") != std::string::npos)
     return text;
   size_t exponent = text.find('e');
   if (exponent == std::string::npos)
@@ -69,11 +68,10 @@ static std::string formatNumber(double value) {
 /// Parses `keyword(name = number, ...)` into \p values, whose keys are the
 /// accepted names. Fails on an unknown, repeated or missing (when \p
 /// required) name.
-static ParseResult
-parseNamedNumbers(OpAsmParser &parser, StringRef keyword,
-                  llvm::MutableArrayRef<std::pair<StringRef, std::optional<double>>>
-                      values,
-                  bool required) {
+static ParseResult parseNamedNumbers(
+    OpAsmParser &parser, StringRef keyword,
+    llvm::MutableArrayRef<std::pair<StringRef, std::optional<double>>> values,
+    bool required) {
   SMLoc listLoc = parser.getCurrentLocation();
   auto parseEntry = [&]() -> ParseResult {
     SMLoc loc = parser.getCurrentLocation();
@@ -86,8 +84,8 @@ parseNamedNumbers(OpAsmParser &parser, StringRef keyword,
       if (key != name)
         continue;
       if (slot)
-        return parser.emitError(loc) << "'" << name << "' appears twice in "
-                                     << keyword << "(...)";
+        return parser.emitError(loc)
+               << "'" << name << "' appears twice in " << keyword << "(...)";
       slot = value;
       return success();
     }
@@ -110,7 +108,8 @@ parseNamedNumbers(OpAsmParser &parser, StringRef keyword,
 /// `keyword(N)`, when present, as the i64 attribute \p attrName.
 static ParseResult parseOptionalInteger(OpAsmParser &parser,
                                         OperationState &result,
-                                        StringRef keyword, StringAttr attrName) {
+                                        StringRef keyword,
+                                        StringAttr attrName) {
   if (failed(parser.parseOptionalKeyword(keyword)))
     return success();
   int64_t value;
@@ -147,12 +146,13 @@ static LogicalResult verifyCostsAndMemory(Operation *op, APFloat f, APFloat i,
       {"memory 'weight_grad'", weightGrad.convertToDouble()}};
   for (auto [what, value] : values)
     if (!std::isfinite(value) || value < 0.0)
-      return op->emitOpError() << what
-                               << " must be finite and non-negative, got "
-                               << formatNumber(value);
+      return op->emitOpError()
+             << what << " must be finite and non-negative, got "
+             << formatNumber(value);
   if (weightGrad.convertToDouble() > activation.convertToDouble())
     return op->emitOpError()
-           << "memory 'weight_grad' (" << formatNumber(weightGrad.convertToDouble())
+           << "memory 'weight_grad' ("
+           << formatNumber(weightGrad.convertToDouble())
            << ") exceeds 'activation' ("
            << formatNumber(activation.convertToDouble()) << ")";
   return success();
@@ -191,14 +191,14 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
       if (result.attributes.get(getLengthsAttrName(result.name)))
         return parser.emitError(loc) << "lengths(...) appears twice";
       SmallVector<double> lengths;
-      if (parser.parseCommaSeparatedList(
-              AsmParser::Delimiter::Paren, [&]() -> ParseResult {
-                double value;
-                if (parseNumber(parser, value))
-                  return failure();
-                lengths.push_back(value);
-                return success();
-              }))
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Paren,
+                                         [&]() -> ParseResult {
+                                           double value;
+                                           if (parseNumber(parser, value))
+                                             return failure();
+                                           lengths.push_back(value);
+                                           return success();
+                                         }))
         return failure();
       result.addAttribute(getLengthsAttrName(result.name),
                           b.getDenseF64ArrayAttr(lengths));
@@ -273,8 +273,7 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
                           b.getF64FloatAttr(*inter[1].second));
       continue;
     }
-    StringAttr attrName = keyword == "latency"
-                              ? getLatencyAttrName(result.name)
+    StringAttr attrName = keyword == "latency" ? getLatencyAttrName(result.name)
                           : keyword == "capacity"
                               ? getCapacityAttrName(result.name)
                               : getDevicesAttrName(result.name);
@@ -333,12 +332,10 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
 void PipelineOp::print(OpAsmPrinter &p) {
   p << ' ';
   p.printSymbolName(getSymName());
-  p << " ranks(" << getRanks() << ") microbatches(" << getMicrobatches()
-    << ")";
+  p << " ranks(" << getRanks() << ") microbatches(" << getMicrobatches() << ")";
   if (std::optional<ArrayRef<double>> lengths = getLengths()) {
     p << " lengths(";
-    llvm::interleaveComma(*lengths, p,
-                          [&](double l) { p << formatNumber(l); });
+    llvm::interleaveComma(*lengths, p, [&](double l) { p << formatNumber(l); });
     p << ")";
   }
   if (FloatAttr reference = getReferenceLengthAttr())
@@ -478,10 +475,9 @@ LogicalResult PipelineOp::verify() {
       double value = attr ? attr.getValueAsDouble() : NAN;
       bool bandwidth = what.ends_with("bandwidth");
       if (!std::isfinite(value) || value < 0.0 || (bandwidth && value == 0.0))
-        return emitOpError()
-               << "links: " << what << " must be finite and "
-               << (bandwidth ? "positive" : "non-negative") << ", got "
-               << formatNumber(value);
+        return emitOpError() << "links: " << what << " must be finite and "
+                             << (bandwidth ? "positive" : "non-negative")
+                             << ", got " << formatNumber(value);
     }
   }
   double latency = getLatency().convertToDouble();
@@ -671,9 +667,8 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
                           b.getF64FloatAttr(*attention[0].second));
       result.addAttribute(getAttentionBackwardAttrName(result.name),
                           b.getF64FloatAttr(*attention[1].second));
-      result.addAttribute(
-          getAttentionMemoryAttrName(result.name),
-          b.getF64FloatAttr(attention[2].second.value_or(0.0)));
+      result.addAttribute(getAttentionMemoryAttrName(result.name),
+                          b.getF64FloatAttr(attention[2].second.value_or(0.0)));
     }
   }
   double activation = memory[0].second.value_or(1.0);
@@ -731,18 +726,26 @@ void StageOp::print(OpAsmPrinter &p) {
                           ? getAttentionMemoryAttr().getValueAsDouble()
                           : 0.0)
       << ")";
-  p.printOptionalAttrDict(
-      (*this)->getAttrs(),
-      {getSymNameAttrName(), getInputsAttrName(), getRankAttrName(),
-       getLayersAttrName(),
-       getForwardAttrName(),
-       getBackwardInputAttrName(), getBackwardWeightAttrName(),
-       getForwardBackwardAttrName(), getActivationAttrName(),
-       getWeightGradAttrName(), getRecomputedAttrName(),
-       getSelectiveAttrName(), getSelectiveCostAttrName(), getParamsAttrName(),
-       getOutputAttrName(), getScalingLinearAttrName(),
-       getScalingQuadraticAttrName(), getAttentionForwardAttrName(),
-       getAttentionBackwardAttrName(), getAttentionMemoryAttrName()});
+  p.printOptionalAttrDict((*this)->getAttrs(), {getSymNameAttrName(),
+                                                getInputsAttrName(),
+                                                getRankAttrName(),
+                                                getLayersAttrName(),
+                                                getForwardAttrName(),
+                                                getBackwardInputAttrName(),
+                                                getBackwardWeightAttrName(),
+                                                getForwardBackwardAttrName(),
+                                                getActivationAttrName(),
+                                                getWeightGradAttrName(),
+                                                getRecomputedAttrName(),
+                                                getSelectiveAttrName(),
+                                                getSelectiveCostAttrName(),
+                                                getParamsAttrName(),
+                                                getOutputAttrName(),
+                                                getScalingLinearAttrName(),
+                                                getScalingQuadraticAttrName(),
+                                                getAttentionForwardAttrName(),
+                                                getAttentionBackwardAttrName(),
+                                                getAttentionMemoryAttrName()});
 }
 
 LogicalResult StageOp::verify() {
@@ -777,8 +780,8 @@ LogicalResult StageOp::verify() {
     return emitOpError() << "scaling(...) needs 'linear' or 'quadratic' above "
                             "0";
   double activation = getActivation().convertToDouble();
-  std::pair<StringRef, FloatAttr> kept[] = {
-      {"recomputed", getRecomputedAttr()}, {"selective", getSelectiveAttr()}};
+  std::pair<StringRef, FloatAttr> kept[] = {{"recomputed", getRecomputedAttr()},
+                                            {"selective", getSelectiveAttr()}};
   for (auto [what, attr] : kept)
     if (attr && attr.getValueAsDouble() > activation)
       return emitOpError() << "memory '" << what << "' ("
@@ -928,12 +931,12 @@ void LayerOp::print(OpAsmPrinter &p) {
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr output = getOutputAttr())
     p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
-  p.printOptionalAttrDict(
-      (*this)->getAttrs(),
-      {getSymNameAttrName(), getCountAttrName(), getForwardAttrName(),
-       getBackwardInputAttrName(), getBackwardWeightAttrName(),
-       getActivationAttrName(), getWeightGradAttrName(), getParamsAttrName(),
-       getOutputAttrName()});
+  p.printOptionalAttrDict((*this)->getAttrs(),
+                          {getSymNameAttrName(), getCountAttrName(),
+                           getForwardAttrName(), getBackwardInputAttrName(),
+                           getBackwardWeightAttrName(), getActivationAttrName(),
+                           getWeightGradAttrName(), getParamsAttrName(),
+                           getOutputAttrName()});
 }
 
 LogicalResult LayerOp::verify() {
@@ -958,8 +961,7 @@ LogicalResult LayerOp::verify() {
 // ScheduleOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto pipeline =
       symbolTable.lookupNearestSymbolFrom<PipelineOp>(*this, getPipelineAttr());
   if (!pipeline)

@@ -33,10 +33,8 @@ stagecraft::pipe::parsePipeSource(llvm::SourceMgr &sourceMgr,
   return parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(context));
 }
 
-OwningOpRef<ModuleOp>
-stagecraft::pipe::parsePipeFile(llvm::StringRef path,
-                                llvm::SourceMgr &sourceMgr,
-                                MLIRContext *context) {
+OwningOpRef<ModuleOp> stagecraft::pipe::parsePipeFile(
+    llvm::StringRef path, llvm::SourceMgr &sourceMgr, MLIRContext *context) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
       llvm::MemoryBuffer::getFileOrSTDIN(path);
   if (!file) {

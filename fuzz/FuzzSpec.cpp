@@ -36,7 +36,8 @@ static void scheduleEveryKind(const sched::Problem &problem) {
         sched::ScheduleKind::Interleaved1F1B, sched::ScheduleKind::ZBH1,
         sched::ScheduleKind::ZBH2, sched::ScheduleKind::ZBV,
         sched::ScheduleKind::DualPipeV, sched::ScheduleKind::Helix}) {
-    llvm::Expected<sched::Schedule> s = sched::generateSchedule(problem, {kind});
+    llvm::Expected<sched::Schedule> s =
+        sched::generateSchedule(problem, {kind});
     if (!s) {
       llvm::consumeError(s.takeError());
       continue;
@@ -64,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   MLIRContext context(MLIRContext::Threading::DISABLED);
   context.loadDialect<PipeDialect>();
   context.printOpOnDiagnostic(false);
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(

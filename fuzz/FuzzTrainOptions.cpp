@@ -34,9 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::consumeError(b.takeError());
   }
   TrainOptions train;
-  int *fields[] = {&train.model.hidden, &train.model.heads,
+  int *fields[] = {&train.model.hidden,   &train.model.heads,
                    &train.model.sequence, &train.model.vocab,
-                   &train.model.batch, &train.steps};
+                   &train.model.batch,    &train.steps};
   for (int i = 0; i < 6; ++i) {
     long long v = 0;
     if (lines[2 + i].getAsInteger(10, v) || v < INT32_MIN || v > INT32_MAX)
@@ -52,8 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   // Accepted sizes: every product the runtime forms must be finite and fit.
-  if (train.model.messageBytes() <= 0 ||
-      trainingMessageBytes(train.model) <= 0)
+  if (train.model.messageBytes() <= 0 || trainingMessageBytes(train.model) <= 0)
     llvm::report_fatal_error("accepted sizes give a non-positive message");
   double estimate = train.model.estimateBytes(4, 8);
   if (!(estimate > 0 && std::isfinite(estimate)))

@@ -133,8 +133,8 @@ void HelixBlock::Impl::compute(int mb, Kept &k, const float *residual,
     std::copy(x.begin(), x.end(), residualOut);
     return;
   }
-  m.losses[mb] = parts::headForward(m.c, m.step, mb, *m.gf, *m.head, x.data(),
-                                    k.head);
+  m.losses[mb] =
+      parts::headForward(m.c, m.step, mb, *m.gf, *m.head, x.data(), k.head);
 }
 
 void HelixBlock::backwardInput(int mb, const float *residualGrad,
@@ -193,7 +193,7 @@ void HelixAttention::backward(int mb, const float *outGrad, float *qkvGrad) {
   const ModelConfig &c = config;
   auto it = kept.find(mb);
   assert(it != kept.end() && "attention backward before its forward");
-  attentionBackward(c.batch, c.sequence, c.hidden, c.heads, it->second.qkv.data(),
-                    it->second.probs, outGrad, qkvGrad);
+  attentionBackward(c.batch, c.sequence, c.hidden, c.heads,
+                    it->second.qkv.data(), it->second.probs, outGrad, qkvGrad);
   kept.erase(it);
 }

@@ -72,8 +72,8 @@ double ModelConfig::estimateBytes(int layers, int inFlight) const {
   double params = double(vocab) * h * 2 + double(sequence) * h +
                   layers * (12.0 * h * h + 4 * h) + h;
   // What one microbatch keeps per layer for its backward, and the logits.
-  double perLayer = tokensD * (16 * h) + double(batch) * heads * sequence *
-                                              double(sequence) * 2;
+  double perLayer = tokensD * (16 * h) +
+                    double(batch) * heads * sequence * double(sequence) * 2;
   double perMicrobatch = layers * perLayer + tokensD * vocab * 2;
   return 4.0 * (4 * params + double(inFlight) * perMicrobatch);
 }
@@ -338,8 +338,8 @@ void stagecraft::kernels::optimizerStep(std::vector<Parameter> &params,
       p.adamM[i] = o.beta1 * p.adamM[i] + (1 - o.beta1) * g;
       p.adamV[i] = o.beta2 * p.adamV[i] + (1 - o.beta2) * g * g;
       float mh = p.adamM[i] / c1, vh = p.adamV[i] / c2;
-      p.value[i] -= o.lr * (mh / (std::sqrt(vh) + o.eps) +
-                            o.weightDecay * p.value[i]);
+      p.value[i] -=
+          o.lr * (mh / (std::sqrt(vh) + o.eps) + o.weightDecay * p.value[i]);
     }
   }
 }
@@ -350,14 +350,14 @@ void Stage::Impl::blockForward(const ModelConfig &c, const BlockParams &w,
   s.qkv.resize(static_cast<size_t>(T) * 3 * H);
   parts::preForward(c, w, s.pre, in, s.qkv.data());
   s.attn.resize(static_cast<size_t>(T) * H);
-  attentionForward(c.batch, c.sequence, H, c.heads, s.qkv.data(),
-                   s.attn.data(), s.probs);
+  attentionForward(c.batch, c.sequence, H, c.heads, s.qkv.data(), s.attn.data(),
+                   s.probs);
   parts::postForward(c, w, s.post, s.pre.x.data(), s.attn.data(), out);
 }
 
-void Stage::Impl::blockBackwardInput(const ModelConfig &c,
-                                     const BlockParams &w, BlockStash &s,
-                                     const float *dout, float *din) {
+void Stage::Impl::blockBackwardInput(const ModelConfig &c, const BlockParams &w,
+                                     BlockStash &s, const float *dout,
+                                     float *din) {
   const int T = c.tokens(), H = c.hidden;
   Vec dattn(static_cast<size_t>(T) * H), dqkv(static_cast<size_t>(T) * 3 * H);
   parts::postBackwardInput(c, w, s.post, dout, din, dattn.data());
@@ -494,8 +494,8 @@ double Stage::loss(int mb) const {
 }
 
 void parts::embedForward(const ModelConfig &c, int step, int mb,
-                        const Parameter &embedding, const Parameter &position,
-                        EmbedStash &stash, float *x) {
+                         const Parameter &embedding, const Parameter &position,
+                         EmbedStash &stash, float *x) {
   const int T = c.tokens(), H = c.hidden;
   stash.tokens.resize(T);
   for (int t = 0; t < T; ++t) {
@@ -510,7 +510,7 @@ void parts::embedForward(const ModelConfig &c, int step, int mb,
 }
 
 void parts::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
-                               Parameter &embedding, Parameter &position) {
+                                Parameter &embedding, Parameter &position) {
   const int T = c.tokens(), H = c.hidden;
   for (int t = 0; t < T; ++t) {
     int pos = t % c.sequence;
@@ -523,8 +523,8 @@ void parts::embedBackwardWeight(const ModelConfig &c, const EmbedStash &stash,
 }
 
 double parts::headForward(const ModelConfig &c, int step, int mb,
-                         const Parameter &gf, const Parameter &head,
-                         const float *x, HeadStash &stash) {
+                          const Parameter &gf, const Parameter &head,
+                          const float *x, HeadStash &stash) {
   using namespace ops;
   const int T = c.tokens(), H = c.hidden, V = c.vocab;
   stash.xhatf.resize(static_cast<size_t>(T) * H);
@@ -533,8 +533,8 @@ double parts::headForward(const ModelConfig &c, int step, int mb,
   rmsForward(T, H, x, gf.value.data(), stash.hf.data(), stash.xhatf.data(),
              stash.invf.data());
   Vec logits(static_cast<size_t>(T) * V);
-  gemm(false, false, T, V, H, stash.hf.data(), head.value.data(),
-       logits.data(), false);
+  gemm(false, false, T, V, H, stash.hf.data(), head.value.data(), logits.data(),
+       false);
   // Cross-entropy, mean over tokens; the step's loss is the mean over
   // microbatches, so each microbatch's gradient carries 1 / (T x m).
   stash.dlogits.resize(logits.size());
@@ -558,8 +558,8 @@ double parts::headForward(const ModelConfig &c, int step, int mb,
 }
 
 void parts::headBackwardInput(const ModelConfig &c, const Parameter &gf,
-                             const Parameter &head, HeadStash &stash,
-                             float *dx) {
+                              const Parameter &head, HeadStash &stash,
+                              float *dx) {
   using namespace ops;
   const int T = c.tokens(), H = c.hidden, V = c.vocab;
   stash.dhf.resize(static_cast<size_t>(T) * H);
@@ -570,13 +570,12 @@ void parts::headBackwardInput(const ModelConfig &c, const Parameter &gf,
 }
 
 void parts::headBackwardWeight(const ModelConfig &c, const HeadStash &stash,
-                              Parameter &gf, Parameter &head) {
+                               Parameter &gf, Parameter &head) {
   using namespace ops;
   const int T = c.tokens(), H = c.hidden, V = c.vocab;
   gemm(true, false, H, V, T, stash.hf.data(), stash.dlogits.data(),
        head.grad.data(), true);
-  rmsBackwardWeight(T, H, stash.dhf.data(), stash.xhatf.data(),
-                    gf.grad.data());
+  rmsBackwardWeight(T, H, stash.dhf.data(), stash.xhatf.data(), gf.grad.data());
 }
 
 void parts::preForward(const ModelConfig &c, const LayerParams &w, PreStash &s,
@@ -621,8 +620,8 @@ void parts::postForward(const ModelConfig &c, const LayerParams &w,
   s.xhat2.resize(n);
   s.inv2.resize(T);
   s.h2.resize(n);
-  rmsForward(T, H, s.x1.data(), w.g2->value.data(), s.h2.data(),
-             s.xhat2.data(), s.inv2.data());
+  rmsForward(T, H, s.x1.data(), w.g2->value.data(), s.h2.data(), s.xhat2.data(),
+             s.inv2.data());
   s.u.resize(static_cast<size_t>(T) * F);
   gemm(false, false, T, F, H, s.h2.data(), w.w1->value.data(), s.u.data(),
        false);
@@ -634,8 +633,8 @@ void parts::postForward(const ModelConfig &c, const LayerParams &w,
 }
 
 void parts::postBackwardInput(const ModelConfig &c, const LayerParams &w,
-                              PostStash &s, const float *dout,
-                              float *dResidual, float *dAttn) {
+                              PostStash &s, const float *dout, float *dResidual,
+                              float *dAttn) {
   const int T = c.tokens(), H = c.hidden, F = c.ffn();
   // MLP: out = x1 + gelu(h2 W1) W2.
   s.dy2.assign(dout, dout + static_cast<size_t>(T) * H);

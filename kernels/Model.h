@@ -1,4 +1,5 @@
-//===- Model.h - Reference transformer stages with split backward -*- C++ -*-===//
+//===- Model.h - Reference transformer stages with split backward -*- C++
+//-*-===//
 //
 // A small decoder-only transformer in fp32, cut into pipeline stages by layer
 // counts: token + position embedding on the first stage, blocks of RMSNorm,
@@ -156,9 +157,8 @@ public:
     recompute = std::move(perMicrobatch);
   }
   Recompute recomputeOf(int mb) const {
-    return mb >= 0 && mb < static_cast<int>(recompute.size())
-               ? recompute[mb]
-               : Recompute::None;
+    return mb >= 0 && mb < static_cast<int>(recompute.size()) ? recompute[mb]
+                                                              : Recompute::None;
   }
   /// Reports the activation bytes held to \p meter (null: none); stages
   /// that cannot count them leave it untouched and return false.

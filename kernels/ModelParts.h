@@ -1,4 +1,5 @@
-//===- ModelParts.h - The pieces of the reference model ----------*- C++ -*-===//
+//===- ModelParts.h - The pieces of the reference model ----------*- C++
+//-*-===//
 //
 // What the layer-wise stages (Model.cpp) and the blocks cut at the attention
 // boundary (HelixModel.cpp) are made of: token + position embedding; the
@@ -62,9 +63,8 @@ void postForward(const ModelConfig &c, const LayerParams &w, PostStash &s,
                  const float *residual, const float *attn, float *out);
 /// Given dout: the gradients of the residual (dResidual) and of the
 /// attention output (dAttn), both overwritten.
-void postBackwardInput(const ModelConfig &c, const LayerParams &w,
-                       PostStash &s, const float *dout, float *dResidual,
-                       float *dAttn);
+void postBackwardInput(const ModelConfig &c, const LayerParams &w, PostStash &s,
+                       const float *dout, float *dResidual, float *dAttn);
 /// \p attn is the attention output the forward read.
 void postBackwardWeight(const ModelConfig &c, const LayerParams &w,
                         const PostStash &s, const float *attn);

@@ -26,10 +26,11 @@ using device::mix;
 
 /// C (m x n) (+)= op(A) op(B) with A m x k, B k x n after the ops.
 inline void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
-          const float *b, float *c, bool accumulate) {
+                 const float *b, float *c, bool accumulate) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-              transA ? m : k, b, transB ? k : n, accumulate ? 1.0f : 0.0f, c, n);
+              transA ? m : k, b, transB ? k : n, accumulate ? 1.0f : 0.0f, c,
+              n);
 }
 
 inline void initUniform(std::vector<float> &w, uint64_t seed, float scale) {
@@ -81,7 +82,8 @@ inline void attentionForward(int batch, int seq, int hidden, int heads,
     for (int h = 0; h < heads; ++h) {
       float *P = probs.data() + (static_cast<size_t>(b) * heads + h) * S * S;
       for (int i = 0; i < S; ++i) {
-        const float *q = &qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
+        const float *q =
+            &qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
         float mx = -INFINITY;
         for (int j = 0; j <= i; ++j) {
           const float *k =
@@ -137,7 +139,8 @@ inline void attentionBackward(int batch, int seq, int hidden, int heads,
           dP[j] = dot;
           rowDot += dot * P[i * S + j];
         }
-        const float *q = &qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
+        const float *q =
+            &qkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
         float *dq = &dqkv[(static_cast<size_t>(b) * S + i) * 3 * H + h * dh];
         for (int j = 0; j <= i; ++j) {
           float dS = P[i * S + j] * (dP[j] - rowDot) * scale;

@@ -27,8 +27,8 @@ struct InsertCommPass
       if (failed(program))
         return failure();
       OpBuilder builder(op);
-      PipelineOp pipeline =
-          SymbolTable::lookupNearestSymbolFrom<PipelineOp>(op, op.getPipelineAttr());
+      PipelineOp pipeline = SymbolTable::lookupNearestSymbolFrom<PipelineOp>(
+          op, op.getPipelineAttr());
       ScheduleOp lowered = buildProgram(builder, op.getLoc(), pipeline,
                                         op.getSymName(), "", *program);
       lowered->setAttrs(op->getAttrs());

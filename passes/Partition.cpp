@@ -11,7 +11,6 @@
 
 #include "scheduler/Partition.h"
 
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,9 +37,8 @@ struct PartitionPass
     int count = p;
     if (stages != "auto") {
       if (llvm::StringRef(stages).getAsInteger(10, count) || count < 1)
-        return pipeline.emitError()
-               << "--pipe-partition: stages=" << stages
-               << " must be a positive integer or auto";
+        return pipeline.emitError() << "--pipe-partition: stages=" << stages
+                                    << " must be a positive integer or auto";
     }
     if (count > static_cast<int>(layers.size()))
       return pipeline.emitError() << fmt::format(
@@ -53,8 +51,7 @@ struct PartitionPass
                  "ranks",
                  count, pipeline.getSymName().str(), p);
     if (placement != "contiguous" && placement != "loop" && placement != "v")
-      return pipeline.emitError() << "--pipe-partition: placement="
-                                  << placement
+      return pipeline.emitError() << "--pipe-partition: placement=" << placement
                                   << " is not one of contiguous, loop, v";
     if (placement == "v" && count != 2 * p)
       return pipeline.emitError() << fmt::format(
@@ -93,7 +90,8 @@ struct PartitionPass
                << llvm::toString(cut.takeError());
       pipeline.emitRemark()
           << "no cut keeps 1F1B's in-flight activations within the "
-             "capacities (" << strict
+             "capacities ("
+          << strict
           << "); this one fits one forward's per stage, and recomputation "
              "must fit the rest";
     }

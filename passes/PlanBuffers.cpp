@@ -24,7 +24,8 @@ struct PlanBuffersPass
   using PipePlanBuffersPassBase::PipePlanBuffersPassBase;
 
   void runOnOperation() override {
-    auto plan = [&](ScheduleOp op, const ScheduleModel &model) -> LogicalResult {
+    auto plan = [&](ScheduleOp op,
+                    const ScheduleModel &model) -> LogicalResult {
       if (unitBytes < 1)
         return op.emitError() << "unit-bytes must be at least 1, got "
                               << static_cast<int64_t>(unitBytes);
@@ -35,7 +36,8 @@ struct PlanBuffersPass
       std::vector<int64_t> slots(stats.slots.begin(), stats.slots.end());
       op->setAttr("buffer_slots", b.getDenseI64ArrayAttr(slots));
       op->setAttr("buffer_bytes", b.getDenseI64ArrayAttr(stats.slotBytes));
-      op->setAttr("naive_buffer_bytes", b.getDenseI64ArrayAttr(stats.naiveBytes));
+      op->setAttr("naive_buffer_bytes",
+                  b.getDenseI64ArrayAttr(stats.naiveBytes));
       return success();
     };
     if (failed(forEachSchedule(getOperation(), plan)))

@@ -110,9 +110,9 @@ struct SchedulePass
         !o)
       return errorHandler("pipe-schedule: " + llvm::toString(o.takeError()));
     if (maxActions < 1)
-      return errorHandler(fmt::format(
-          "pipe-schedule: max-actions={} must be at least 1",
-          int64_t(maxActions)));
+      return errorHandler(
+          fmt::format("pipe-schedule: max-actions={} must be at least 1",
+                      int64_t(maxActions)));
     return success();
   }
 
@@ -244,15 +244,13 @@ struct SchedulePass
                             found->deviceOrder);
     OpBuilder builder(module.getContext());
     builder.setInsertionPointAfter(pipeline);
-    ScheduleOp op =
-        buildSchedule(builder, pipeline.getLoc(), pipeline,
-                      (pipeline.getSymName() + "_auto").str(), "auto",
-                      found->result.schedule);
+    ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline,
+                                  (pipeline.getSymName() + "_auto").str(),
+                                  "auto", found->result.schedule);
     op->setAttr("auto_choice", builder.getStringAttr(found->choice));
     op->setAttr("candidates", builder.getI64IntegerAttr(found->candidates));
     symbols.insert(op, Block::iterator(op));
     return success();
   }
-
 };
 } // namespace

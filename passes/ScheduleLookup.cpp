@@ -21,12 +21,13 @@ LogicalResult stagecraft::pipe::forEachSchedule(
     ModuleOp module,
     llvm::function_ref<LogicalResult(ScheduleOp, const ScheduleModel &)> fn) {
   SymbolTableCollection symbols;
-  for (ScheduleOp op : llvm::make_early_inc_range(module.getOps<ScheduleOp>())) {
+  for (ScheduleOp op :
+       llvm::make_early_inc_range(module.getOps<ScheduleOp>())) {
     auto pipeline =
         symbols.lookupNearestSymbolFrom<PipelineOp>(op, op.getPipelineAttr());
     if (!pipeline)
-      return op.emitOpError() << "refers to unknown pipeline "
-                              << op.getPipelineAttr();
+      return op.emitOpError()
+             << "refers to unknown pipeline " << op.getPipelineAttr();
     FailureOr<ScheduleModel> model = readSchedule(op, pipeline);
     if (failed(model) || failed(fn(op, *model)))
       return failure();
@@ -43,7 +44,8 @@ stagecraft::pipe::simulateSchedule(ScheduleOp op, const ScheduleModel &model) {
     return failure();
   }
   if (llvm::Error err = sched::checkCapacity(model.problem, *timeline)) {
-    InFlightDiagnostic diag = op.emitOpError() << llvm::toString(std::move(err));
+    InFlightDiagnostic diag = op.emitOpError()
+                              << llvm::toString(std::move(err));
     if (auto pipeline = SymbolTable::lookupNearestSymbolFrom<PipelineOp>(
             op, op.getPipelineAttr()))
       diag.attachNote(pipeline.getLoc()) << "capacity declared here";
@@ -68,9 +70,10 @@ stagecraft::pipe::programOf(ScheduleOp op, const ScheduleModel &model) {
   return program;
 }
 
-FailureOr<sched::Plan> stagecraft::pipe::planFromSchedule(
-    ScheduleOp op, const ScheduleModel &model, int64_t unitBytes,
-    sched::BufferStats *stats, int64_t minMessageBytes) {
+FailureOr<sched::Plan>
+stagecraft::pipe::planFromSchedule(ScheduleOp op, const ScheduleModel &model,
+                                   int64_t unitBytes, sched::BufferStats *stats,
+                                   int64_t minMessageBytes) {
   FailureOr<sched::Program> program = programOf(op, model);
   if (failed(program))
     return failure();

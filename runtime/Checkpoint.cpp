@@ -33,7 +33,9 @@ static llvm::Error fail(std::string message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-static std::string stepName(int step) { return fmt::format("step-{:08d}", step); }
+static std::string stepName(int step) {
+  return fmt::format("step-{:08d}", step);
+}
 
 std::string stagecraft::runtime::checkpointTempDir(const std::string &dir,
                                                    int step) {
@@ -125,14 +127,11 @@ llvm::Error stagecraft::runtime::writeCheckpointPart(
 }
 
 static json::Object modelObject(const CheckpointModel &m) {
-  return json::Object{{"hidden", m.model.hidden},
-                      {"heads", m.model.heads},
-                      {"sequence", m.model.sequence},
-                      {"vocab", m.model.vocab},
-                      {"batch", m.model.batch},
-                      {"microbatches", m.model.microbatches},
-                      {"seed", int64_t(m.model.seed)},
-                      {"layers", m.layers}};
+  return json::Object{
+      {"hidden", m.model.hidden},      {"heads", m.model.heads},
+      {"sequence", m.model.sequence},  {"vocab", m.model.vocab},
+      {"batch", m.model.batch},        {"microbatches", m.model.microbatches},
+      {"seed", int64_t(m.model.seed)}, {"layers", m.layers}};
 }
 
 static const char *optimizerName(kernels::OptimizerConfig::Kind kind) {
@@ -148,8 +147,7 @@ completeCheckpoints(const std::string &dir) {
        it.increment(ec)) {
     llvm::StringRef name = llvm::sys::path::filename(it->path());
     int step = 0;
-    if (!name.consume_front("step-") || name.getAsInteger(10, step) ||
-        step < 0)
+    if (!name.consume_front("step-") || name.getAsInteger(10, step) || step < 0)
       continue;
     found.push_back({step, it->path()});
   }
@@ -164,9 +162,10 @@ bool stagecraft::runtime::hasCheckpoint(const std::string &dir) {
   return false;
 }
 
-llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
-                                                  int step, int ranks,
-                                                  const CheckpointModel &expected) {
+llvm::Error
+stagecraft::runtime::finishCheckpoint(const std::string &dir, int step,
+                                      int ranks,
+                                      const CheckpointModel &expected) {
   std::string tmp = checkpointTempDir(dir, step);
   json::Array files;
   int optimizerSteps = -1;
@@ -185,8 +184,8 @@ llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
     const json::Object *obj = part->getAsObject();
     const json::Array *list = obj ? obj->getArray("files") : nullptr;
     if (!list)
-      return fail(fmt::format("checkpoint of step {}: {} lists no files", step,
-                              path));
+      return fail(
+          fmt::format("checkpoint of step {}: {} lists no files", step, path));
     // Every stage of every rank has taken the same optimizer steps.
     int steps =
         static_cast<int>(obj->getInteger("optimizer_steps").value_or(0));
@@ -222,8 +221,8 @@ llvm::Error stagecraft::runtime::finishCheckpoint(const std::string &dir,
     if (std::error_code ec = fs::remove_directories(final))
       return fail(fmt::format("cannot replace {}: {}", final, ec.message()));
   if (std::error_code ec = fs::rename(tmp, final))
-    return fail(fmt::format("cannot rename {} to {}: {}", tmp, final,
-                            ec.message()));
+    return fail(
+        fmt::format("cannot rename {} to {}: {}", tmp, final, ec.message()));
   syncDirectory(dir);
   // Keep this one and the previous complete one.
   std::vector<std::pair<int, std::string>> all = completeCheckpoints(dir);
@@ -250,8 +249,8 @@ static llvm::Expected<Checkpoint> readOne(const std::string &path,
     return fail(fmt::format("{}: not a stagecraft checkpoint", manifestPath));
   if (m->getInteger("version") != kVersion)
     return fail(fmt::format("{}: version {}, this runtime reads version {}",
-                            manifestPath,
-                            m->getInteger("version").value_or(-1), kVersion));
+                            manifestPath, m->getInteger("version").value_or(-1),
+                            kVersion));
   const json::Object *model = m->getObject("model");
   json::Object want = modelObject(expected);
   if (!model)
@@ -286,7 +285,8 @@ static llvm::Expected<Checkpoint> readOne(const std::string &path,
     return fail(fmt::format("{}: lists no files", manifestPath));
   for (const json::Value &f : *files) {
     const json::Object *o = f.getAsObject();
-    std::optional<llvm::StringRef> name = o ? o->getString("name") : std::nullopt;
+    std::optional<llvm::StringRef> name =
+        o ? o->getString("name") : std::nullopt;
     std::optional<int64_t> bytes = o ? o->getInteger("bytes") : std::nullopt;
     std::optional<int64_t> crc = o ? o->getInteger("crc32") : std::nullopt;
     if (!name || !bytes || !crc || name->contains('/'))

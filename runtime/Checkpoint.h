@@ -36,7 +36,8 @@ struct CheckpointModel {
   kernels::ModelConfig model;
   /// Transformer layers of the whole model.
   int layers = 0;
-  kernels::OptimizerConfig::Kind optimizer = kernels::OptimizerConfig::Kind::SGD;
+  kernels::OptimizerConfig::Kind optimizer =
+      kernels::OptimizerConfig::Kind::SGD;
 };
 
 /// The temporary folder of step \p step's checkpoint in \p dir.
@@ -83,9 +84,9 @@ llvm::Expected<Checkpoint> loadCheckpoint(const std::string &dir,
 
 /// Sets \p models' parameters and optimizer state from \p checkpoint. Fails
 /// naming a parameter the checkpoint lacks or holds with another size.
-llvm::Error restoreCheckpoint(
-    const Checkpoint &checkpoint,
-    llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models);
+llvm::Error
+restoreCheckpoint(const Checkpoint &checkpoint,
+                  llvm::ArrayRef<std::pair<int, kernels::StageModel *>> models);
 
 } // namespace stagecraft::runtime
 

@@ -1,4 +1,5 @@
-//===- Communicator.h - Point-to-point transport for the executor -*- C++ -*-===//
+//===- Communicator.h - Point-to-point transport for the executor -*- C++
+//-*-===//
 //
 // The interface the executor moves data through, and the progress monitor
 // that every blocking wait polls so that a hang becomes a report instead of a

@@ -43,16 +43,17 @@ std::string stagecraft::runtime::describePlanAction(const sched::Plan &plan,
                ? plan.stageNames[s]
                : std::to_string(s);
   };
-  std::string text = fmt::format("{} @{} mb {}", sched::actionOpName(a.kind).str(),
-                                 name(a.stage), a.microbatch);
+  std::string text =
+      fmt::format("{} @{} mb {}", sched::actionOpName(a.kind).str(),
+                  name(a.stage), a.microbatch);
   if (a.kind == sched::ActionKind::ForwardBackward)
-    text += fmt::format(", @{} mb {}", name(a.backwardStage),
-                        a.backwardMicrobatch);
+    text +=
+        fmt::format(", @{} mb {}", name(a.backwardStage), a.backwardMicrobatch);
   return text;
 }
 
-int64_t stagecraft::runtime::trainingMessageBytes(
-    const kernels::ModelConfig &model) {
+int64_t
+stagecraft::runtime::trainingMessageBytes(const kernels::ModelConfig &model) {
   return 3 * model.messageBytes() + 2 * kTrainingPayloadOffset;
 }
 
@@ -104,9 +105,8 @@ stagecraft::runtime::buildStages(const sched::Plan &plan, int rank,
     models.graph = stageGraph(plan, train.model.sequence);
   const StageGraph &g = models.graph;
   for (int s = 0; s < n; ++s) {
-    int layers = s < static_cast<int>(plan.stageLayers.size())
-                     ? plan.stageLayers[s]
-                     : 0;
+    int layers =
+        s < static_cast<int>(plan.stageLayers.size()) ? plan.stageLayers[s] : 0;
     if (layers < 1)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
@@ -149,8 +149,8 @@ static llvm::Error dumpStage(kernels::StageModel &model, const std::string &dir,
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create " + dir);
   for (kernels::Parameter &p : model.parameters()) {
-    std::string path = fmt::format("{}/{}.{}.bin", dir, p.name,
-                                   gradients ? "grad" : "value");
+    std::string path =
+        fmt::format("{}/{}.{}.bin", dir, p.name, gradients ? "grad" : "value");
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     if (ec)
@@ -181,7 +181,8 @@ llvm::Error stagecraft::runtime::trainSteps(
   int first = 0;
   if (train.resume) {
     auto loadStart = std::chrono::steady_clock::now();
-    llvm::Expected<Checkpoint> c = loadCheckpoint(train.checkpointDir, expected);
+    llvm::Expected<Checkpoint> c =
+        loadCheckpoint(train.checkpointDir, expected);
     if (!c)
       return c.takeError();
     if (hooks.rank == 0)
@@ -298,8 +299,9 @@ stagecraft::runtime::hostStagesFor(const TrainOptions &train) {
                            : kernels::hostStages();
 }
 
-llvm::Error stagecraft::runtime::checkTrainingBuffers(
-    const sched::Plan &plan, int rank, const kernels::ModelConfig &base) {
+llvm::Error
+stagecraft::runtime::checkTrainingBuffers(const sched::Plan &plan, int rank,
+                                          const kernels::ModelConfig &base) {
   // A branching model's longest sequence (a join's) sizes its messages.
   kernels::ModelConfig model = base;
   if (!plan.stageInputs.empty())
@@ -342,26 +344,27 @@ llvm::Error stagecraft::runtime::runLayerCompute(
   const StageGraph &g = models.graph;
   auto forward = [&](int s, int mb) {
     const float *in =
-        g.empty() ? findMessage(op.reads, BK::Activation, s - 1, payload)
-                  : gatherInput(
-                        g, s, models.batch, models.hidden,
-                        [&](int i) {
-                          return findMessage(op.reads, BK::Activation, i,
-                                             payload);
-                        },
-                        models.inputScratch);
-    stage(s).forward(mb, in, findMessage(op.writes, BK::Activation, s, payload));
+        g.empty()
+            ? findMessage(op.reads, BK::Activation, s - 1, payload)
+            : gatherInput(
+                  g, s, models.batch, models.hidden,
+                  [&](int i) {
+                    return findMessage(op.reads, BK::Activation, i, payload);
+                  },
+                  models.inputScratch);
+    stage(s).forward(mb, in,
+                     findMessage(op.writes, BK::Activation, s, payload));
   };
   auto input = [&](int s, int mb) {
     const float *grad =
-        g.empty() ? findMessage(op.reads, BK::Gradient, s + 1, payload)
-                  : gatherOutputGradient(
-                        g, s, models.batch, models.hidden,
-                        [&](int c) {
-                          return findMessage(op.reads, BK::Gradient, c,
-                                             payload);
-                        },
-                        models.gradientScratch);
+        g.empty()
+            ? findMessage(op.reads, BK::Gradient, s + 1, payload)
+            : gatherOutputGradient(
+                  g, s, models.batch, models.hidden,
+                  [&](int c) {
+                    return findMessage(op.reads, BK::Gradient, c, payload);
+                  },
+                  models.gradientScratch);
     stage(s).backwardInput(mb, grad,
                            findMessage(op.writes, BK::Gradient, s, payload));
   };
@@ -393,7 +396,7 @@ llvm::Error stagecraft::runtime::runLayerCompute(
 }
 
 StageGraph stagecraft::runtime::stageGraph(const sched::Plan &plan,
-                                          int sequence) {
+                                           int sequence) {
   StageGraph g;
   const int n = static_cast<int>(plan.stageInputs.size());
   if (n == 0)
@@ -482,9 +485,8 @@ const float *stagecraft::runtime::gatherOutputGradient(
   return scratch.data();
 }
 
-std::vector<Straggler>
-stagecraft::runtime::findStragglers(const std::vector<std::vector<double>> &rates,
-                                    double threshold, int done) {
+std::vector<Straggler> stagecraft::runtime::findStragglers(
+    const std::vector<std::vector<double>> &rates, double threshold, int done) {
   std::vector<Straggler> found;
   const size_t p = rates.size();
   if (p < 2)
@@ -521,9 +523,9 @@ stagecraft::runtime::findStragglers(const std::vector<std::vector<double>> &rate
   return found;
 }
 
-std::string stagecraft::runtime::describeStraggler(const Straggler &s,
-                                                   int stoppedAt,
-                                                   llvm::ArrayRef<int> identity) {
+std::string
+stagecraft::runtime::describeStraggler(const Straggler &s, int stoppedAt,
+                                       llvm::ArrayRef<int> identity) {
   std::string who = fmt::format("rank {}", s.rank);
   if (s.rank < static_cast<int>(identity.size()) && identity[s.rank] != s.rank)
     who += fmt::format(" (rank {} of the first attempt)", identity[s.rank]);
@@ -580,7 +582,8 @@ private:
       std::memcpy(buf + off, &tag, 8);
   }
   float *payload(const sched::SlotUse &use) {
-    return reinterpret_cast<float *>(slots[use.slot].data() + kTrainingPayloadOffset);
+    return reinterpret_cast<float *>(slots[use.slot].data() +
+                                     kTrainingPayloadOffset);
   }
   /// The reference model's step for one compute.
   llvm::Error train(size_t at, const sched::PlanOp &op);
@@ -690,8 +693,8 @@ private:
         t.inject != TrainOptions::Inject::Checkpoint)
       return llvm::Error::success();
     stampFailure();
-    return die(fmt::format("failed while writing the checkpoint of step {}",
-                           done));
+    return die(
+        fmt::format("failed while writing the checkpoint of step {}", done));
   }
 
   /// The injected death: on mpi the process kills itself; on local the
@@ -714,10 +717,10 @@ private:
     llvm::raw_fd_ostream os(path, ec);
     if (ec)
       return; // only a measurement: the failure itself goes on
-    os << fmt::format("{:.6f}\n", std::chrono::duration<double>(
-                                      std::chrono::system_clock::now()
-                                          .time_since_epoch())
-                                      .count());
+    os << fmt::format("{:.6f}\n",
+                      std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count());
   }
 
   /// Returns once every rank has called it (a checkpoint's parts are all
@@ -985,7 +988,8 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (llvm::Error err = await(o.at, o.request, o.what + ", to complete"))
       return std::move(err);
   result.wall = now();
-  result.overhead = std::max(0.0, (result.wall - t0) - result.busy - result.waiting);
+  result.overhead =
+      std::max(0.0, (result.wall - t0) - result.busy - result.waiting);
   return result;
 }
 
@@ -1005,8 +1009,8 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
     };
     auto input = [&](int s, int mb) {
       models.blocks.at(s)->backwardInput(
-          mb, find(op.reads, BK::Gradient, s + 1), find(op.reads, BK::QkvGrad, s),
-          find(op.writes, BK::Gradient, s),
+          mb, find(op.reads, BK::Gradient, s + 1),
+          find(op.reads, BK::QkvGrad, s), find(op.writes, BK::Gradient, s),
           find(op.writes, BK::AttentionOutputGrad, s - 1));
     };
     switch (a.kind) {
@@ -1018,9 +1022,9 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
           find(op.writes, BK::Qkv, a.stage));
       break;
     case sched::ActionKind::AttentionForward:
-      attentionOf(a.stage).forward(a.microbatch,
-                                   find(op.reads, BK::Qkv, a.stage),
-                                   find(op.writes, BK::AttentionOutput, a.stage));
+      attentionOf(a.stage).forward(
+          a.microbatch, find(op.reads, BK::Qkv, a.stage),
+          find(op.writes, BK::AttentionOutput, a.stage));
       break;
     case sched::ActionKind::AttentionBackward:
       attentionOf(a.stage).backward(
@@ -1050,8 +1054,7 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
 llvm::Error RankRunner::runStream() {
   computes = 0;
   for (size_t at = 0; at < ops.size(); ++at) {
-    if (options.killAfter >= 0 &&
-        static_cast<int>(at) == options.killAfter)
+    if (options.killAfter >= 0 && static_cast<int>(at) == options.killAfter)
       std::raise(SIGKILL);
     if (monitor.aborted())
       return fail(at, "stopped: another rank failed");
@@ -1129,10 +1132,11 @@ llvm::Error RankRunner::runStream() {
   return llvm::Error::success();
 }
 
-llvm::Expected<RankResult> stagecraft::runtime::executeRank(
-    const sched::Plan &plan, int rank, Communicator &comm,
-    ProgressMonitor &monitor, Clock::time_point start,
-    const ExecOptions &options) {
+llvm::Expected<RankResult>
+stagecraft::runtime::executeRank(const sched::Plan &plan, int rank,
+                                 Communicator &comm, ProgressMonitor &monitor,
+                                 Clock::time_point start,
+                                 const ExecOptions &options) {
   return RankRunner(plan, rank, comm, monitor, start, options).run();
 }
 
@@ -1150,9 +1154,8 @@ stagecraft::runtime::plannedActivationPeaks(const sched::Plan &plan,
   problem.ranks = plan.numRanks();
   problem.microbatches = plan.microbatches;
   for (int s = 0; s < n; ++s) {
-    int layers = s < static_cast<int>(plan.stageLayers.size())
-                     ? plan.stageLayers[s]
-                     : 0;
+    int layers =
+        s < static_cast<int>(plan.stageLayers.size()) ? plan.stageLayers[s] : 0;
     if (layers < 1)
       return {};
     kernels::ActivationBytes bytes =

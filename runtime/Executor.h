@@ -21,10 +21,10 @@
 #include "kernels/Model.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include "scheduler/Plan.h"
 #include <functional>
 #include <map>
 #include <memory>
-#include "scheduler/Plan.h"
 
 namespace stagecraft::runtime {
 
@@ -143,7 +143,7 @@ struct ExecOptions {
 };
 
 struct MeasuredAction {
-  int index; // position among the rank's computes
+  int index;         // position among the rank's computes
   double start, end; // seconds since the common start
 };
 
@@ -214,10 +214,10 @@ const float *gatherInput(const StageGraph &graph, int s, int batch, int hidden,
 /// The gradient of stage \p s's output: the sum over its consumers c of
 /// c's slice for s of c's input gradient (\p gradientOf(c)), into
 /// \p scratch (null for the last stage).
-const float *gatherOutputGradient(const StageGraph &graph, int s, int batch,
-                                  int hidden,
-                                  llvm::function_ref<const float *(int)> gradientOf,
-                                  std::vector<float> &scratch);
+const float *
+gatherOutputGradient(const StageGraph &graph, int s, int batch, int hidden,
+                     llvm::function_ref<const float *(int)> gradientOf,
+                     std::vector<float> &scratch);
 
 /// The model pieces of a rank: per stage, a layer-wise Stage or, for a
 /// HelixPipe plan (attention after the stages), a HelixBlock.
@@ -253,9 +253,9 @@ llvm::Error checkTrainingBuffers(const sched::Plan &plan, int rank,
 /// Runs the compute \p op of a layer-wise plan on \p models, reading and
 /// writing the messages \p payload locates (by the buffers' tags). Fails
 /// for attention tasks, which need helix blocks.
-llvm::Error runLayerCompute(const sched::PlanOp &op, RankModels &models,
-                            llvm::function_ref<float *(const sched::SlotUse &)>
-                                payload);
+llvm::Error
+runLayerCompute(const sched::PlanOp &op, RankModels &models,
+                llvm::function_ref<float *(const sched::SlotUse &)> payload);
 
 /// The training loop around one pass over the microbatches: per step, sets
 /// the step and clears gradients, runs \p pass, records the mean loss (when

@@ -48,8 +48,8 @@ std::string ProgressMonitor::giveUpReason(const std::string &what) const {
 bool ProgressMonitor::expired() {
   if (abortFlag)
     return true;
-  auto idle = Clock::now().time_since_epoch() -
-              Clock::duration(lastProgress.load());
+  auto idle =
+      Clock::now().time_since_epoch() - Clock::duration(lastProgress.load());
   if (std::chrono::duration<double>(idle).count() > timeout) {
     timedOutFlag = true;
     abortFlag = true;

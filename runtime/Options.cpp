@@ -35,13 +35,14 @@ stagecraft::runtime::parseDuration(llvm::StringRef text, llvm::StringRef what) {
   return value * scale;
 }
 
-llvm::Expected<double>
-stagecraft::runtime::parseBytes(llvm::StringRef text, llvm::StringRef what) {
+llvm::Expected<double> stagecraft::runtime::parseBytes(llvm::StringRef text,
+                                                       llvm::StringRef what) {
   double scale = 1.0;
   llvm::StringRef number = text;
-  for (auto [suffix, factor] :
-       {std::pair<char, double>{'K', 1024.0}, {'M', 1024.0 * 1024},
-        {'G', 1024.0 * 1024 * 1024}, {'T', 1024.0 * 1024 * 1024 * 1024}})
+  for (auto [suffix, factor] : {std::pair<char, double>{'K', 1024.0},
+                                {'M', 1024.0 * 1024},
+                                {'G', 1024.0 * 1024 * 1024},
+                                {'T', 1024.0 * 1024 * 1024 * 1024}})
     if (number.consume_back(llvm::StringRef(&suffix, 1))) {
       scale = factor;
       break;
@@ -73,12 +74,13 @@ std::string stagecraft::runtime::mpirunCommand(int ranks,
 
 std::string stagecraft::runtime::processCountError(int ranks, int size,
                                                    llvm::StringRef command) {
-  return fmt::format("the plan has {} ranks but {} MPI {} run it; "
-                     "launch with: {}",
-                     ranks, size, size == 1 ? "process" : "processes",
-                     mpirunCommand(ranks, command.empty()
-                                              ? llvm::StringRef("stagecraft-run ...")
-                                              : command));
+  return fmt::format(
+      "the plan has {} ranks but {} MPI {} run it; "
+      "launch with: {}",
+      ranks, size, size == 1 ? "process" : "processes",
+      mpirunCommand(ranks, command.empty()
+                               ? llvm::StringRef("stagecraft-run ...")
+                               : command));
 }
 
 std::string stagecraft::runtime::quoteCommandLine(int argc,
@@ -86,11 +88,11 @@ std::string stagecraft::runtime::quoteCommandLine(int argc,
   std::string out;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
-    bool plain = !arg.empty() && arg.find_first_not_of(
-                                     "abcdefghijklmnopqrstuvwxyz"
-                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                     "0123456789_@%+=:,./-") ==
-                                     llvm::StringRef::npos;
+    bool plain =
+        !arg.empty() &&
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                              "0123456789_@%+=:,./-") == llvm::StringRef::npos;
     if (!out.empty())
       out += ' ';
     if (plain) {

@@ -6,8 +6,8 @@
 
 #include "runtime/Runtime.h"
 
-#include "llvm/ADT/StringExtras.h"
 #include "runtime/Options.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "scheduler/ChromeTrace.h"
 
@@ -104,22 +104,21 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
         for (int s = 0; s < n; ++s) {
           outputs[s].assign(static_cast<size_t>(batch) * g.sequence[s] * hidden,
                             0.0f);
-          stages[s]->forward(
-              m,
-              gatherInput(g, s, batch, hidden,
-                          [&](int i) { return outputs[i].data(); }, in),
-              s + 1 < n ? outputs[s].data() : nullptr);
+          stages[s]->forward(m,
+                             gatherInput(
+                                 g, s, batch, hidden,
+                                 [&](int i) { return outputs[i].data(); }, in),
+                             s + 1 < n ? outputs[s].data() : nullptr);
         }
         for (int s = n - 1; s >= 0; --s) {
           // The gradient of s's input: its inputs' outputs side by side.
-          gradients[s].assign(static_cast<size_t>(batch) * g.sequence[s] *
-                                  hidden,
-                              0.0f);
+          gradients[s].assign(
+              static_cast<size_t>(batch) * g.sequence[s] * hidden, 0.0f);
           stages[s]->backwardInput(
               m,
-              gatherOutputGradient(g, s, batch, hidden,
-                                   [&](int c) { return gradients[c].data(); },
-                                   grad),
+              gatherOutputGradient(
+                  g, s, batch, hidden,
+                  [&](int c) { return gradients[c].data(); }, grad),
               g.inputs[s].empty() ? nullptr : gradients[s].data());
           stages[s]->backwardWeight(m);
         }
@@ -163,8 +162,9 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   return report;
 }
 
-llvm::Expected<RunReport> stagecraft::runtime::runLocal(const sched::Plan &plan,
-                                                        const RunOptions &options) {
+llvm::Expected<RunReport>
+stagecraft::runtime::runLocal(const sched::Plan &plan,
+                              const RunOptions &options) {
   const int p = plan.numRanks();
   LocalFabric fabric(p);
   ProgressMonitor monitor(p, options.timeout);
@@ -238,17 +238,18 @@ Clock::time_point stagecraft::runtime::commonStart() {
   return Clock::time_point(Clock::duration(origin));
 }
 
-llvm::Expected<RunReport> stagecraft::runtime::runMpi(const sched::Plan &plan,
-                                                      const RunOptions &options) {
+llvm::Expected<RunReport>
+stagecraft::runtime::runMpi(const sched::Plan &plan,
+                            const RunOptions &options) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != plan.numRanks())
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("rank {}: {}", rank,
-                    processCountError(plan.numRanks(), size,
-                                      options.commandLine)));
+        fmt::format(
+            "rank {}: {}", rank,
+            processCountError(plan.numRanks(), size, options.commandLine)));
   std::unique_ptr<Communicator> comm = createMpiCommunicator();
   ProgressMonitor monitor(size, options.timeout);
   Clock::time_point start = commonStart();
@@ -265,13 +266,13 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   // Gather: fixed figures, then the measured actions.
   constexpr int kFigures = 6;
-  double figures[kFigures] = {mine.busy, mine.wall, mine.waiting,
-                              static_cast<double>(mine.instructions),
-                              mine.overhead,
-                              static_cast<double>(mine.activationPeak)};
+  double figures[kFigures] = {
+      mine.busy,     mine.wall,
+      mine.waiting,  static_cast<double>(mine.instructions),
+      mine.overhead, static_cast<double>(mine.activationPeak)};
   std::vector<double> all(kFigures * size);
-  MPI_Gather(figures, kFigures, MPI_DOUBLE, all.data(), kFigures, MPI_DOUBLE,
-             0, MPI_COMM_WORLD);
+  MPI_Gather(figures, kFigures, MPI_DOUBLE, all.data(), kFigures, MPI_DOUBLE, 0,
+             MPI_COMM_WORLD);
   std::vector<double> measured;
   for (const MeasuredAction &a : mine.actions) {
     measured.push_back(a.index);
@@ -290,9 +291,8 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   MPI_Gatherv(measured.data(), count, MPI_DOUBLE, actions.data(), counts.data(),
               offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<double> losses(mine.losses.size(), 0.0);
-  MPI_Reduce(mine.losses.data(), losses.data(),
-             static_cast<int>(losses.size()), MPI_DOUBLE, MPI_SUM, 0,
-             MPI_COMM_WORLD);
+  MPI_Reduce(mine.losses.data(), losses.data(), static_cast<int>(losses.size()),
+             MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   RunReport report;
   if (rank != 0) {
     report.stoppedAt = mine.stoppedAt;
@@ -314,8 +314,8 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
     if (r == 0)
       rr.stragglers = mine.stragglers;
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
-      rr.actions.push_back({static_cast<int>(actions[k]), actions[k + 1],
-                            actions[k + 2]});
+      rr.actions.push_back(
+          {static_cast<int>(actions[k]), actions[k + 1], actions[k + 2]});
     report.ranks.push_back(std::move(rr));
   }
   finish(report);
@@ -348,9 +348,9 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                        "instructions or simulation)\n",
                        plan.pipeline);
   else
-    out += fmt::format("ran @{} for @{} on {} ranks, {} backend\n",
-                       plan.schedule, plan.pipeline, plan.numRanks(),
-                       backend.str());
+    out +=
+        fmt::format("ran @{} for @{} on {} ranks, {} backend\n", plan.schedule,
+                    plan.pipeline, plan.numRanks(), backend.str());
   if (!sequential)
     out += fmt::format(
         "units: measured = wall-clock ms; simulated = the spec's cost units x "
@@ -375,18 +375,17 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
   if (!sequential) {
     out += fmt::format("per rank, {}:\n", train ? "per step" : "in the step");
     out += fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>12}  {:>10}\n",
-                       "rank", "busy ms", "busy ms", "wait ms",
-                       "instructions", "overhead");
+                       "rank", "busy ms", "busy ms", "wait ms", "instructions",
+                       "overhead");
     out += fmt::format("{:>5}  {:>10}  {:>10}  {:>10}  {:>12}  {:>10}\n", "",
-                       "measured", "simulated", "measured", "",
-                       "us/instr");
+                       "measured", "simulated", "measured", "", "us/instr");
     for (const RankResult &r : report.ranks) {
       double simBusy = r.rank < static_cast<int>(plan.simulatedBusy.size())
                            ? plan.simulatedBusy[r.rank] * unitMs
                            : 0.0;
       out += fmt::format(
-          "{:>5}  {:>10.3f}  {:>10.3f}  {:>10.3f}  {:>12}  {:>10.2f}\n",
-          r.rank, r.busy * 1e3 / steps, simBusy, r.waiting * 1e3 / steps,
+          "{:>5}  {:>10.3f}  {:>10.3f}  {:>10.3f}  {:>12}  {:>10.2f}\n", r.rank,
+          r.busy * 1e3 / steps, simBusy, r.waiting * 1e3 / steps,
           r.instructions / steps,
           r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
       instructions += r.instructions;
@@ -404,18 +403,16 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
     if (measured && !planned.empty()) {
       int recomputed = plan.recompute.count(sched::Recompute::Full) +
                        plan.recompute.count(sched::Recompute::Selective);
-      out += fmt::format("activation memory per rank, bytes ({} of {} "
-                         "forwards recompute):\n",
-                         recomputed,
-                         plan.microbatches * plan.stageNames.size());
+      out +=
+          fmt::format("activation memory per rank, bytes ({} of {} "
+                      "forwards recompute):\n",
+                      recomputed, plan.microbatches * plan.stageNames.size());
       out += fmt::format("{:>5}  {:>14}  {:>14}\n", "rank", "measured peak",
                          "planned peak");
       for (const RankResult &r : report.ranks)
-        out += fmt::format("{:>5}  {:>14}  {:>14.0f}\n", r.rank,
-                           r.activationPeak,
-                           r.rank < static_cast<int>(planned.size())
-                               ? planned[r.rank]
-                               : 0.0);
+        out += fmt::format(
+            "{:>5}  {:>14}  {:>14.0f}\n", r.rank, r.activationPeak,
+            r.rank < static_cast<int>(planned.size()) ? planned[r.rank] : 0.0);
     } else if (measured && (!options.exec.train->model.lengths.empty() ||
                             !plan.stageInputs.empty())) {
       // The plan scales a stage's activation linearly with the length; the
@@ -454,7 +451,8 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
     const int perMicrobatch =
         plan.stageInputs.empty()
             ? t.model.tokens()
-            : t.model.batch * stageGraph(plan, t.model.sequence).sequence.back();
+            : t.model.batch *
+                  stageGraph(plan, t.model.sequence).sequence.back();
     double perStep = static_cast<double>(plan.microbatches) * perMicrobatch;
     std::string shape = fmt::format("{} microbatches x {} tokens",
                                     plan.microbatches, perMicrobatch);
@@ -462,12 +460,12 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
       perStep = 0.0;
       for (int l : t.model.lengths)
         perStep += static_cast<double>(t.model.batch) * l;
-      shape = fmt::format("{} microbatches of {} tokens in all (lengths "
-                          "{}..{} x batch {})",
-                          plan.microbatches, perStep,
-                          *std::min_element(t.model.lengths.begin(),
-                                            t.model.lengths.end()),
-                          t.model.sequence, t.model.batch);
+      shape = fmt::format(
+          "{} microbatches of {} tokens in all (lengths "
+          "{}..{} x batch {})",
+          plan.microbatches, perStep,
+          *std::min_element(t.model.lengths.begin(), t.model.lengths.end()),
+          t.model.sequence, t.model.batch);
     }
     double tokens = static_cast<double>(steps) * perStep;
     out += fmt::format("trained {} steps x {} in {:.3f} s: {:.0f} tokens/s\n",
@@ -510,8 +508,8 @@ llvm::Error stagecraft::runtime::writeRunTrace(const sched::Plan &plan,
     for (const MeasuredAction &a : r.actions)
       measured.ranks[r.rank].push_back(
           {computes[r.rank][a.index], a.start / unit, a.end / unit});
-  for (int r = 0; r < plan.numRanks() &&
-                  r < static_cast<int>(plan.simulatedStart.size());
+  for (int r = 0;
+       r < plan.numRanks() && r < static_cast<int>(plan.simulatedStart.size());
        ++r)
     for (size_t k = 0; k < plan.simulatedStart[r].size(); ++k) {
       const sched::PlanOp *op = nullptr;
@@ -531,9 +529,8 @@ llvm::Error stagecraft::runtime::writeRunTrace(const sched::Plan &plan,
   std::error_code ec;
   llvm::raw_fd_ostream os(options.tracePath, ec, llvm::sys::fs::OF_Text);
   if (ec)
-    return llvm::createStringError(ec, "cannot write trace " +
-                                           options.tracePath + ": " +
-                                           ec.message());
+    return llvm::createStringError(
+        ec, "cannot write trace " + options.tracePath + ": " + ec.message());
   os << writer.str();
   return llvm::Error::success();
 }

@@ -91,9 +91,8 @@ llvm::Expected<RunReport> runCudaMpi(const sched::Plan &plan,
 /// Calls \p fn with layer-wise stages on CUDA device 0 issuing on a stream
 /// of their own (for the sequential reference and profiling on a GPU);
 /// fails clearly without a device.
-llvm::Error
-withCudaStages(llvm::function_ref<llvm::Error(const kernels::StageFactory &)>
-                   fn);
+llvm::Error withCudaStages(
+    llvm::function_ref<llvm::Error(const kernels::StageFactory &)> fn);
 #endif
 
 /// Runs \p rank(r) for every rank r in a thread of its own; the report of

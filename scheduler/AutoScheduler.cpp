@@ -92,9 +92,9 @@ double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
       total += problem.costScale(s, m);
     // An overlapped F&B saves at most the mean of its two stages' gains,
     // and each F and each B is in one pair at most.
-    work[placement[s]] += total * std::max(0.0, stage.forward +
-                                                    stage.backward() -
-                                                    stage.overlapGain());
+    work[placement[s]] +=
+        total *
+        std::max(0.0, stage.forward + stage.backward() - stage.overlapGain());
   }
   return *std::max_element(work.begin(), work.end());
 }
@@ -415,8 +415,8 @@ static Score score(const Search &search, const Schedule &schedule,
   Score result{t->value(objective), 0.0};
   for (size_t r = 0; r < t->ranks.size(); ++r)
     if (!t->ranks[r].empty())
-      result.ends += objective == Objective::Span ? t->span[r]
-                                                  : t->ranks[r].back().end;
+      result.ends +=
+          objective == Objective::Span ? t->span[r] : t->ranks[r].back().end;
   kept.emplace(Simulated{std::move(*graph), std::move(*t)});
   return result;
 }
@@ -493,7 +493,8 @@ static void improveOrders(Search &search, Schedule current,
     return;
   std::mt19937 rng(12345);
   const int p = current.numRanks();
-  std::vector<std::pair<int, int>> critical = criticalActions(*nowSim, current, search.options.objective);
+  std::vector<std::pair<int, int>> critical =
+      criticalActions(*nowSim, current, search.options.objective);
   bool stale = false;
   const long long cap = static_cast<long long>(patience) * kLocalSearchCap;
   for (long long step = 0, lastGain = 0;
@@ -647,10 +648,9 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
       for (double factor : {5.0, 8.0, 0.5}) {
         if (search.outOfTime())
           break;
-        search.consider(
-            zeroBubbleV(problem, *v, std::vector<double>(p, limit),
-                        problem.latency * factor),
-            fmt::format("zb-v planned for latency x{}", factor));
+        search.consider(zeroBubbleV(problem, *v, std::vector<double>(p, limit),
+                                    problem.latency * factor),
+                        fmt::format("zb-v planned for latency x{}", factor));
       }
     } else {
       llvm::consumeError(v.takeError());
@@ -680,11 +680,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     ListPolicy policy;
     policy.memoryLimit = limits;
     auto depth = [&](int i) { return warmup[i]; };
-    policy.backbone =
-        interleaved
-            ? interleavedOrders(problem, depth, ActionKind::BackwardInput)
-            : oneFOneBOrders(problem, placement, depth,
-                             ActionKind::BackwardInput);
+    policy.backbone = interleaved ? interleavedOrders(problem, depth,
+                                                      ActionKind::BackwardInput)
+                                  : oneFOneBOrders(problem, placement, depth,
+                                                   ActionKind::BackwardInput);
     return listSchedule(problem, placement, policy);
   };
   for (const NamedPlacement &np : placements) {
@@ -702,15 +701,14 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
             // Index i is the block position for contiguous orders and the
             // rank for interleaved ones; both start from the recipe's depth.
             int base = roundRobin ? interleavedWarmup(problem, i) : p - i - 1;
-            warmup[i] = std::min(
-                mbs * problem.numStages(),
-                static_cast<int>(std::lround(base * scale)) + extra);
+            warmup[i] =
+                std::min(mbs * problem.numStages(),
+                         static_cast<int>(std::lround(base * scale)) + extra);
           }
-          std::string name = fmt::format("backbone {} x{} +{}", np.name, scale,
-                                         extra);
-          double makespan =
-              search.consider(runBackbone(np.placement, roundRobin, warmup),
-                              name);
+          std::string name =
+              fmt::format("backbone {} x{} +{}", np.name, scale, extra);
+          double makespan = search.consider(
+              runBackbone(np.placement, roundRobin, warmup), name);
           if (std::isfinite(makespan))
             backbones.push_back(
                 {name, np.placement, roundRobin, warmup, makespan});
@@ -745,8 +743,8 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                           slope ? "+" : ""));
           if (std::isfinite(makespan) &&
               (!bestDepth || makespan < bestDepth->makespan - 1e-9))
-            bestDepth = DepthCandidate{np.placement, variant, depth, makespan,
-                                       np.name};
+            bestDepth =
+                DepthCandidate{np.placement, variant, depth, makespan, np.name};
         }
   }
 
@@ -780,14 +778,14 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   // 3. Hill climbing on the best backbone's warm-up depths, when a backbone
   // leads: tuning one that already lost rarely overtakes the leader and
   // costs a simulation per rank and step.
-  bool backboneLeads = search.found && llvm::StringRef(search.best.name)
-                                           .starts_with("backbone");
+  bool backboneLeads =
+      search.found && llvm::StringRef(search.best.name).starts_with("backbone");
   if (!backbones.empty() && backboneLeads) {
-    Backbone current = *std::min_element(
-        backbones.begin(), backbones.end(),
-        [](const Backbone &a, const Backbone &b) {
-          return a.makespan < b.makespan;
-        });
+    Backbone current =
+        *std::min_element(backbones.begin(), backbones.end(),
+                          [](const Backbone &a, const Backbone &b) {
+                            return a.makespan < b.makespan;
+                          });
     for (bool improved = true; improved && !search.outOfTime();) {
       improved = false;
       for (int i = 0; i < p && !search.outOfTime(); ++i)

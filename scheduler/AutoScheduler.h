@@ -1,4 +1,5 @@
-//===- AutoScheduler.h - Search for the best schedule under memory -*- C++ -*-===//
+//===- AutoScheduler.h - Search for the best schedule under memory -*- C++
+//-*-===//
 //
 // `kind=auto`: searches placements (contiguous blocks, round-robin, V) and
 // orders (every fixed kind, zero-bubble backbones with per-rank warm-up

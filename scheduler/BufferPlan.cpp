@@ -35,8 +35,8 @@ stagecraft::pipe::sched::describeTag(uint64_t tag,
   if (tag == 0)
     return "nothing";
   auto [kind, stage, mb] = decodeTag(tag);
-  static const char *names[] = {"act",      "grad",      "stash-i",
-                                "stash-w",  "qkv",       "attn",
+  static const char *names[] = {"act",       "grad",     "stash-i",
+                                "stash-w",   "qkv",      "attn",
                                 "attn-grad", "qkv-grad", "attn-kept"};
   std::string stageName = stage < static_cast<int>(stageNames.size())
                               ? "@" + stageNames[stage]
@@ -104,14 +104,16 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   plan.referenceLength = problem.referenceLength;
   plan.ranks.resize(p);
   if (problem.hasDevices())
-    for (int r = 0; r < p && r < static_cast<int>(problem.devices.size()); ++r) {
+    for (int r = 0; r < p && r < static_cast<int>(problem.devices.size());
+         ++r) {
       plan.ranks[r].device = problem.devices[r].name;
       plan.ranks[r].speed = problem.devices[r].speed;
       plan.ranks[r].memory = std::isfinite(problem.capacityOf(r))
                                  ? std::optional<double>(problem.capacityOf(r))
                                  : std::nullopt;
     }
-  if (llvm::Expected<Timeline> t = simulate(problem, program.computeSchedule())) {
+  if (llvm::Expected<Timeline> t =
+          simulate(problem, program.computeSchedule())) {
     plan.simulatedMakespan = t->makespan;
     plan.simulatedBusy = t->busy;
     for (const auto &rank : t->ranks) {
@@ -296,8 +298,9 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
           continue;
         // Best fit: the smallest slot that holds it, else the largest.
         auto fits = [&](int x) { return rank.slotBytes[x] >= buf.bytes; };
-        if (best < 0 || (fits(s) && (!fits(best) ||
-                                     rank.slotBytes[s] < rank.slotBytes[best])) ||
+        if (best < 0 ||
+            (fits(s) &&
+             (!fits(best) || rank.slotBytes[s] < rank.slotBytes[best])) ||
             (!fits(s) && !fits(best) &&
              rank.slotBytes[s] > rank.slotBytes[best]))
           best = s;

@@ -27,12 +27,12 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
                                 {"args", json::Object{{"name", name.str()}}}});
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     int tid = static_cast<int>(r);
-    events.push_back(
-        json::Object{{"name", "thread_name"},
-                     {"ph", "M"},
-                     {"pid", pid},
-                     {"tid", tid},
-                     {"args", json::Object{{"name", fmt::format("rank {}", r)}}}});
+    events.push_back(json::Object{
+        {"name", "thread_name"},
+        {"ph", "M"},
+        {"pid", pid},
+        {"tid", tid},
+        {"args", json::Object{{"name", fmt::format("rank {}", r)}}}});
     events.push_back(json::Object{{"name", "thread_sort_index"},
                                   {"ph", "M"},
                                   {"pid", pid},
@@ -65,13 +65,14 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
         {"ph", "M"},
         {"pid", pid},
         {"tid", track},
-        {"args", json::Object{{"name", fmt::format("link {} -> {}",
-                                                   link.first, link.second)}}}});
-    events.push_back(json::Object{{"name", "thread_sort_index"},
-                                  {"ph", "M"},
-                                  {"pid", pid},
-                                  {"tid", track},
-                                  {"args", json::Object{{"sort_index", track}}}});
+        {"args", json::Object{{"name", fmt::format("link {} -> {}", link.first,
+                                                   link.second)}}}});
+    events.push_back(
+        json::Object{{"name", "thread_sort_index"},
+                     {"ph", "M"},
+                     {"pid", pid},
+                     {"tid", track},
+                     {"args", json::Object{{"sort_index", track}}}});
   }
   for (const TimedTransfer &t : timeline.transfers) {
     const Action &a = t.producer;

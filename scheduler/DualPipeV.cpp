@@ -32,7 +32,9 @@ public:
   RankEmitter(std::vector<Action> &out, int stage0, int stage1)
       : out(out), stages{stage0, stage1} {}
 
-  void forward(int c) { out.push_back({ActionKind::Forward, stages[c], nextF[c]++}); }
+  void forward(int c) {
+    out.push_back({ActionKind::Forward, stages[c], nextF[c]++});
+  }
   void backward(int c, bool split) {
     int m = nextB[c]++;
     if (!split) {

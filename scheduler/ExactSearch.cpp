@@ -76,8 +76,9 @@ private:
   }
   double cost(int type, int s) const {
     const Stage &st = problem.stages[s];
-    return type == 0 ? st.forward
-                     : type == 1 ? st.backwardInput : st.backwardWeight;
+    return type == 0   ? st.forward
+           : type == 1 ? st.backwardInput
+                       : st.backwardWeight;
   }
   double limit(int r) const {
     return options.memoryLimit.empty() ? std::numeric_limits<double>::infinity()
@@ -114,8 +115,7 @@ private:
     if (options.maxNodes > 0 && nodes > options.maxNodes)
       return stopped = true;
     if ((nodes & 1023) == 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                      start)
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                 .count() > options.timeLimit)
       stopped = true;
     return stopped;
@@ -193,8 +193,8 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
           continue;
         if (type == 0 && s == 0 && j != nextFirstForward)
           continue;
-        if (type == 0 && live[r] + problem.stages[s].activation >
-                             limit(r) + kEps)
+        if (type == 0 &&
+            live[r] + problem.stages[s].activation > limit(r) + kEps)
           continue;
         double t = earliest(type, s, j);
         if (t < 0.0 || t < now - kEps)
@@ -220,7 +220,7 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
     finish[task] = c.start + cst;
     clock[r] = c.start + cst;
     remaining[r] -= cst;
-    live[r] += c.type == 0 ? st.activation
+    live[r] += c.type == 0   ? st.activation
                : c.type == 1 ? -(st.activation - st.weightGrad)
                              : -st.weightGrad;
     ActionKind kind = c.type == 0   ? ActionKind::Forward

@@ -12,7 +12,7 @@
 using namespace stagecraft::pipe::sched;
 
 Schedule stagecraft::pipe::sched::generateGPipe(const Problem &problem,
-                                    llvm::ArrayRef<int> placement) {
+                                                llvm::ArrayRef<int> placement) {
   Schedule schedule;
   schedule.placement.assign(placement.begin(), placement.end());
   schedule.ranks.resize(problem.ranks);

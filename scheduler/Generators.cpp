@@ -19,10 +19,14 @@
 
 using namespace stagecraft::pipe::sched;
 
-static constexpr ScheduleKind kAllKinds[] = {
-    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
-    ScheduleKind::ZBH1,  ScheduleKind::ZBH2,     ScheduleKind::ZBV,
-    ScheduleKind::DualPipeV, ScheduleKind::Helix};
+static constexpr ScheduleKind kAllKinds[] = {ScheduleKind::GPipe,
+                                             ScheduleKind::OneFOneB,
+                                             ScheduleKind::Interleaved1F1B,
+                                             ScheduleKind::ZBH1,
+                                             ScheduleKind::ZBH2,
+                                             ScheduleKind::ZBV,
+                                             ScheduleKind::DualPipeV,
+                                             ScheduleKind::Helix};
 
 llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
   switch (kind) {
@@ -46,7 +50,8 @@ llvm::StringRef stagecraft::pipe::sched::scheduleKindName(ScheduleKind kind) {
   llvm_unreachable("unknown schedule kind");
 }
 
-llvm::Expected<ScheduleKind> stagecraft::pipe::sched::parseScheduleKind(llvm::StringRef name) {
+llvm::Expected<ScheduleKind>
+stagecraft::pipe::sched::parseScheduleKind(llvm::StringRef name) {
   std::string known;
   for (ScheduleKind kind : kAllKinds) {
     if (scheduleKindName(kind) == name)
@@ -57,8 +62,8 @@ llvm::Expected<ScheduleKind> stagecraft::pipe::sched::parseScheduleKind(llvm::St
   known += ", auto";
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
-      fmt::format("unknown schedule kind '{}'; expected one of: {}",
-                  name.str(), known));
+      fmt::format("unknown schedule kind '{}'; expected one of: {}", name.str(),
+                  known));
 }
 
 static llvm::Expected<Schedule>
@@ -66,7 +71,7 @@ generateOnEqualDevices(const Problem &problem, const ScheduleOptions &options);
 
 llvm::Expected<Schedule>
 stagecraft::pipe::sched::generateSchedule(const Problem &problem,
-                              const ScheduleOptions &options) {
+                                          const ScheduleOptions &options) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
   if (!problem.hasDevices())
@@ -163,17 +168,18 @@ static llvm::Expected<Schedule> fixedKind(const Problem &problem,
   return generateSchedule(problem, options);
 }
 
-Problem stagecraft::pipe::sched::reorderedMicrobatches(
-    const Problem &problem, llvm::ArrayRef<int> order) {
+Problem
+stagecraft::pipe::sched::reorderedMicrobatches(const Problem &problem,
+                                               llvm::ArrayRef<int> order) {
   Problem reordered = problem;
   if (problem.hasLengths())
     for (size_t k = 0; k < order.size(); ++k)
       reordered.lengths[k] = problem.lengths[order[k]];
   reordered.microbatchOrder.resize(order.size());
   for (size_t k = 0; k < order.size(); ++k)
-    reordered.microbatchOrder[k] =
-        problem.microbatchOrder.empty() ? order[k]
-                                        : problem.microbatchOrder[order[k]];
+    reordered.microbatchOrder[k] = problem.microbatchOrder.empty()
+                                       ? order[k]
+                                       : problem.microbatchOrder[order[k]];
   return reordered;
 }
 
@@ -222,13 +228,14 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < orders.size(); ++i) {
     const std::vector<int> &order = orders[i];
-    double left = request.timeLimit -
-                  std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
+    double left =
+        request.timeLimit -
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (i > 0 && best && left <= 0.0)
       break;
-    each.timeLimit = std::max(left, 1e-6) / static_cast<double>(orders.size() - i);
+    each.timeLimit =
+        std::max(left, 1e-6) / static_cast<double>(orders.size() - i);
     // A start runs the problem's microbatches: relabel them by position.
     KindRequest here = each;
     std::vector<int> position(m);
@@ -430,10 +437,10 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
   llvm::Expected<ScheduleKind> parsed = parseScheduleKind(request.kind);
   if (!parsed)
     return parsed.takeError();
-  RecomputePolicy policy = request.recompute.value_or(defaultRecomputePolicy(
-      problem, *parsed == ScheduleKind::Helix
-                   ? std::optional(RecomputePolicy::Full)
-                   : std::nullopt));
+  RecomputePolicy policy = request.recompute.value_or(
+      defaultRecomputePolicy(problem, *parsed == ScheduleKind::Helix
+                                          ? std::optional(RecomputePolicy::Full)
+                                          : std::nullopt));
   llvm::Expected<Schedule> schedule =
       fixedKind(problem, *parsed, request, policy);
   if (!schedule)

@@ -128,8 +128,8 @@ generateZBH2(const Problem &problem, llvm::ArrayRef<int> placement,
 
 /// ZB-V: V placement, split backward, W deferred, every rank's memory
 /// limited to the highest 1F1B peak of the same model.
-llvm::Expected<Schedule>
-generateZBV(const Problem &problem, Objective objective = Objective::Makespan);
+llvm::Expected<Schedule> generateZBV(const Problem &problem,
+                                     Objective objective = Objective::Makespan);
 
 /// DualPipeV: V placement, overlapped forward+backward actions in the steady
 /// state, split backward in warm-up and cool-down. Needs m >= 2p - 1 for its
@@ -191,13 +191,13 @@ Problem reorderedMicrobatches(const Problem &problem,
 /// planned. With `lengths`, auto also chooses the microbatch order: as
 /// given, longest first, shortest first, and longest and shortest
 /// alternating, each searched for an equal share of the time left (orders
-/// the time does not reach are skipped) under the same memory limit (default: 1F1B's highest peak with the order as
-/// given). unknown kinds, bad options, a fixed kind over its memory limit
-/// and a plan over the pipeline's capacity fail with a message. With a
-/// capacity, auto searches kind x recomputation: its own search (at its
-/// default limit, and at the activation memory the capacity leaves) and
-/// every fixed kind that applies, each with its recomputation planned; the
-/// fastest that fits wins.
+/// the time does not reach are skipped) under the same memory limit (default:
+/// 1F1B's highest peak with the order as given). unknown kinds, bad options, a
+/// fixed kind over its memory limit and a plan over the pipeline's capacity
+/// fail with a message. With a capacity, auto searches kind x recomputation:
+/// its own search (at its default limit, and at the activation memory the
+/// capacity leaves) and every fixed kind that applies, each with its
+/// recomputation planned; the fastest that fits wins.
 llvm::Expected<KindResult> scheduleByName(const Problem &problem,
                                           const KindRequest &request);
 

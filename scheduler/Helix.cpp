@@ -169,8 +169,8 @@ double stagecraft::pipe::sched::helixRematerializedBytes(const LayerCosts &c,
 }
 
 llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
-    const TransformerShape &shape, const LayerCosts &c, const Link &link,
-    int p, int mbs, const HelixOptions &options) {
+    const TransformerShape &shape, const LayerCosts &c, const Link &link, int p,
+    int mbs, const HelixOptions &options) {
   const int L = shape.layers;
   auto fail = [](std::string what) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
@@ -208,9 +208,8 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
   auto rankOfAttention = [&](int j, int m) {
     return (j % p + offset(m) + 1) % p;
   };
-  std::vector<Item> forward =
-      helixForwardOrder(p, mbs, blocks, /*lastHasAttention=*/false,
-                        options.folds);
+  std::vector<Item> forward = helixForwardOrder(
+      p, mbs, blocks, /*lastHasAttention=*/false, options.folds);
   // The tasks, before they are ordered: forwards in the global order, then
   // backwards in exactly the reverse order; lower priority runs first.
   std::vector<Node> nodes;
@@ -223,16 +222,26 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
     return it.attention ? rankOfAttention(it.j, it.m) : rankOfBlock(it.j);
   };
   for (const Item &it : forward) {
-    Task t{ActionKind::Forward, it.attention ? blocks + it.j : it.j, it.m,
-           rankOf(it), 0, 0, 0};
+    Task t{ActionKind::Forward,
+           it.attention ? blocks + it.j : it.j,
+           it.m,
+           rankOf(it),
+           0,
+           0,
+           0};
     t.cost = it.attention ? c.attentionForward : blockForward(it.j);
     t.allocAtStart = it.attention ? c.attentionKeptBytes : blockKept;
     fwdNode[key(it.attention, it.j, it.m)] = static_cast<int>(nodes.size());
     nodes.push_back({t, {}, static_cast<double>(nodes.size())});
   }
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
-    Task t{ActionKind::Backward, it->attention ? blocks + it->j : it->j,
-           it->m, rankOf(*it), 0, 0, 0};
+    Task t{ActionKind::Backward,
+           it->attention ? blocks + it->j : it->j,
+           it->m,
+           rankOf(*it),
+           0,
+           0,
+           0};
     t.cost = it->attention ? c.attentionBackward : blockBackward(it->j);
     t.allocAtStart = it->attention ? 0.0 : rematerialized;
     t.freeAtEnd =
@@ -241,9 +250,8 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::helixTaskGraph(
     nodes.push_back({t, {}, static_cast<double>(nodes.size())});
   }
   auto edge = [&](Node &to, int from, double bytes) {
-    double latency = nodes[from].task.rank == to.task.rank
-                         ? 0.0
-                         : link.transfer(bytes);
+    double latency =
+        nodes[from].task.rank == to.task.rank ? 0.0 : link.transfer(bytes);
     to.deps.push_back({from, latency});
   };
   for (const Item &it : forward) {
@@ -301,8 +309,8 @@ llvm::Expected<Problem> stagecraft::pipe::sched::layerPipelineProblem(
   if (stages < 1 || shape.layers % stages != 0)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("{} layers do not split into {} equal stages",
-                    shape.layers, stages));
+        fmt::format("{} layers do not split into {} equal stages", shape.layers,
+                    stages));
   const int per = shape.layers / stages;
   Problem problem;
   problem.name = "transformer";
@@ -313,8 +321,8 @@ llvm::Expected<Problem> stagecraft::pipe::sched::layerPipelineProblem(
     Stage stage;
     stage.name = "s" + std::to_string(s);
     bool last = s == stages - 1;
-    stage.forward =
-        per * (c.blockForward + c.attentionForward) + (last ? c.headForward : 0);
+    stage.forward = per * (c.blockForward + c.attentionForward) +
+                    (last ? c.headForward : 0);
     stage.backwardInput = per * (c.attentionBackward + c.blockBackward / 2) +
                           (last ? c.headBackward / 2 : 0);
     stage.backwardWeight =
@@ -370,16 +378,15 @@ stagecraft::pipe::sched::generateHelix(const Problem &problem, int folds,
   std::map<std::tuple<bool, bool, int, int>, int> id; // backward?, attn?, j, m
   auto add = [&](const Item &it, bool backward) {
     const Stage &st = problem.stages[it.j];
-    ActionKind kind = it.attention ? (backward ? ActionKind::AttentionBackward
-                                               : ActionKind::AttentionForward)
-                                   : (backward ? ActionKind::Backward
-                                               : ActionKind::Forward);
+    ActionKind kind =
+        it.attention ? (backward ? ActionKind::AttentionBackward
+                                 : ActionKind::AttentionForward)
+                     : (backward ? ActionKind::Backward : ActionKind::Forward);
     Task t{kind, it.j, it.m, rankOf(it), 0, 0, 0};
-    t.cost = it.attention ? (backward ? st.attention->backward
-                                      : st.attention->forward)
-                          : (backward ? st.backward() +
-                                            (recompute ? st.forward : 0.0)
-                                      : st.forward);
+    t.cost = it.attention
+                 ? (backward ? st.attention->backward : st.attention->forward)
+                 : (backward ? st.backward() + (recompute ? st.forward : 0.0)
+                             : st.forward);
     id[{backward, it.attention, it.j, it.m}] = static_cast<int>(nodes.size());
     nodes.push_back({t, {}, static_cast<double>(nodes.size())});
   };

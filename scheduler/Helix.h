@@ -45,8 +45,8 @@ struct LayerCosts {
   double blockForward, blockBackward;         // linear part of a layer
   double headForward, headBackward;           // LM head + loss
   double attentionForward, attentionBackward; // causal core attention
-  double hiddenBytes;   // one hidden state (b x S x h)
-  double qkvBytes;      // Q, K and V
+  double hiddenBytes;                         // one hidden state (b x S x h)
+  double qkvBytes;                            // Q, K and V
   /// Activations a layer keeps for its backward without recomputation
   /// (FlashAttention: no S^2 term; Korthikanti et al.'s 34 b S h bytes).
   double storedBytes;
@@ -73,7 +73,7 @@ LayerCosts tensorParallelCosts(const LayerCosts &c, int tensor,
                                double bandwidth);
 
 struct Link {
-  double latency = 1e-5;  // seconds
+  double latency = 1e-5;   // seconds
   double bandwidth = 1e11; // bytes per second
   double transfer(double bytes) const { return latency + bytes / bandwidth; }
 };

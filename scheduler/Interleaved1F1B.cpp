@@ -84,9 +84,10 @@ int stagecraft::pipe::sched::interleavedWarmup(const Problem &problem, int r) {
   return std::min(w, mbs * v);
 }
 
-std::vector<std::vector<Action>> stagecraft::pipe::sched::interleavedOrders(
-    const Problem &problem, llvm::function_ref<int(int)> warmup,
-    ActionKind backwardKind) {
+std::vector<std::vector<Action>>
+stagecraft::pipe::sched::interleavedOrders(const Problem &problem,
+                                           llvm::function_ref<int(int)> warmup,
+                                           ActionKind backwardKind) {
   const int p = problem.ranks, mbs = problem.microbatches;
   const int v = problem.numStages() / p;
   const std::vector<int> rounds = roundSizes(p, mbs);
@@ -98,9 +99,9 @@ std::vector<std::vector<Action>> stagecraft::pipe::sched::interleavedOrders(
 }
 
 llvm::Expected<Schedule>
-stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem, int chunks) {
-  llvm::Expected<std::vector<int>> placement =
-      placeRoundRobin(problem, chunks);
+stagecraft::pipe::sched::generateInterleaved1F1B(const Problem &problem,
+                                                 int chunks) {
+  llvm::Expected<std::vector<int>> placement = placeRoundRobin(problem, chunks);
   if (!placement)
     return placement.takeError();
   const int p = problem.ranks, mbs = problem.microbatches;

@@ -38,15 +38,17 @@ struct Shape {
   int (*rankOf)(int s, int S, int p);
 };
 
-int contiguous(int s, int S, int p) { return static_cast<int>(int64_t(s) * p / S); }
+int contiguous(int s, int S, int p) {
+  return static_cast<int>(int64_t(s) * p / S);
+}
 int loop(int s, int, int p) { return s % p; }
 int vShape(int s, int, int p) { return s < p ? s : 2 * p - 1 - s; }
 
 const Shape kShapes[] = {
-    {"1f1b", 1, contiguous},          {"zb-h1", 1, contiguous},
-    {"zb-h2", 1, contiguous},         {"interleaved-1f1b", 2, loop},
-    {"zb-v", 2, vShape},              {"dualpipev", 2, vShape},
-    {"interleaved-1f1b", 3, loop},    {"interleaved-1f1b", 4, loop},
+    {"1f1b", 1, contiguous},       {"zb-h1", 1, contiguous},
+    {"zb-h2", 1, contiguous},      {"interleaved-1f1b", 2, loop},
+    {"zb-v", 2, vShape},           {"dualpipev", 2, vShape},
+    {"interleaved-1f1b", 3, loop}, {"interleaved-1f1b", 4, loop},
 };
 } // namespace
 
@@ -172,8 +174,8 @@ stagecraft::pipe::sched::searchLayerPipeline(const Problem &ranks,
   std::string devices;
   if (ranks.hasDevices())
     for (int r = 0; r < p; ++r)
-      devices += fmt::format("{}@{}", r ? " " : "",
-                             best->problem.devices[r].name);
+      devices +=
+          fmt::format("{}@{}", r ? " " : "", best->problem.devices[r].name);
   best->choice = fmt::format(
       "{} on {} stages (layers {}){}{}", best->choice,
       best->partition.numStages(), ranges,

@@ -195,8 +195,7 @@ bool ListBuilder::step(int r, double t) {
   for (int s : hosted[r]) {
     int m = nextG[s];
     if (m < mbs && readyG(s, m, t) &&
-        (gStage < 0 || m < nextG[gStage] ||
-         (m == nextG[gStage] && s > gStage)))
+        (gStage < 0 || m < nextG[gStage] || (m == nextG[gStage] && s > gStage)))
       gStage = s;
   }
   // Ready forward that memory admits.
@@ -279,8 +278,8 @@ llvm::Expected<Schedule> ListBuilder::run() {
   }
   schedule.placement.assign(placement.begin(), placement.end());
   schedule.ranks.resize(p);
-  const size_t total = static_cast<size_t>(n) * mbs *
-                       (policy.splitBackward ? 3 : 2);
+  const size_t total =
+      static_cast<size_t>(n) * mbs * (policy.splitBackward ? 3 : 2);
   for (int r = 0; r < p; ++r)
     events.push({0.0, r});
   visitStamp.assign(p, -1);

@@ -165,8 +165,9 @@ stagecraft::pipe::sched::orderStatistics(const Problem &problem,
                                       &consumers = edges.consumers;
   auto cost = [&](int s, int type) {
     const Stage &st = problem.stages[s];
-    return type == 0 ? st.forward
-                     : type == 1 ? st.backwardInput : st.backwardWeight;
+    return type == 0   ? st.forward
+           : type == 1 ? st.backwardInput
+                       : st.backwardWeight;
   };
   auto lat = [&](int a, int b) {
     return placement[a] == placement[b] ? 0.0 : problem.latency;

@@ -9,8 +9,8 @@
 using namespace stagecraft::pipe::sched;
 
 std::optional<DeepNesting>
-stagecraft::pipe::sched::findDeepNesting(llvm::StringRef text,
-                                         bool mlirSyntax, int maxDepth) {
+stagecraft::pipe::sched::findDeepNesting(llvm::StringRef text, bool mlirSyntax,
+                                         int maxDepth) {
   int depth = 0, line = 1, column = 0;
   bool inString = false, inComment = false, escaped = false;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -42,8 +42,8 @@ std::vector<std::vector<Action>> stagecraft::pipe::sched::oneFOneBOrders(
     std::vector<int> down(n, 0);
     for (int s = n - 1; s >= 0; --s) {
       for (int c : problem.consumersOf(s))
-        down[s] = std::max(down[s],
-                           down[c] + (placement[c] != placement[s] ? 1 : 0));
+        down[s] =
+            std::max(down[s], down[c] + (placement[c] != placement[s] ? 1 : 0));
       depthOf[placement[s]] = std::max(depthOf[placement[s]], down[s]);
     }
   }
@@ -77,8 +77,9 @@ std::vector<std::vector<Action>> stagecraft::pipe::sched::oneFOneBOrders(
   return orders;
 }
 
-Schedule stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
-                                                   llvm::ArrayRef<int> placement) {
+Schedule
+stagecraft::pipe::sched::generateOneFOneB(const Problem &problem,
+                                          llvm::ArrayRef<int> placement) {
   Schedule schedule;
   schedule.placement.assign(placement.begin(), placement.end());
   const int p = problem.ranks;

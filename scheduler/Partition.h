@@ -71,8 +71,9 @@ llvm::Expected<Partition> partitionLayers(llvm::ArrayRef<Layer> layers,
                                           const PartitionTarget &target);
 
 /// The same by trying every cut (for tests; at most ~20 layers).
-llvm::Expected<Partition> partitionLayersBruteForce(
-    llvm::ArrayRef<Layer> layers, const PartitionTarget &target);
+llvm::Expected<Partition>
+partitionLayersBruteForce(llvm::ArrayRef<Layer> layers,
+                          const PartitionTarget &target);
 
 /// Stages from a partition: costs, memory and params summed over their
 /// layers; named `prefix` + index; `layers` is the layer count (one

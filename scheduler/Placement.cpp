@@ -16,7 +16,8 @@ static llvm::Error placementError(std::string message) {
 }
 
 llvm::Expected<std::vector<int>>
-stagecraft::pipe::sched::placeContiguous(const Problem &problem, bool requireContiguous) {
+stagecraft::pipe::sched::placeContiguous(const Problem &problem,
+                                         bool requireContiguous) {
   const int n = problem.numStages(), p = problem.ranks;
   std::vector<int> placement(n);
   if (problem.isPinned()) {

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Plan.h"
 #include "scheduler/Nesting.h"
+#include "scheduler/Plan.h"
 #include "scheduler/Simulator.h"
 
 #include "llvm/Support/JSON.h"
@@ -394,12 +394,12 @@ static llvm::Error checkComputes(const Plan &plan) {
     if (!hosts[r])
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("rank {} hosts no stage (placement names ranks up to "
-                      "{} of the {} in \"ranks\")",
-                      r,
-                      *std::max_element(plan.placement.begin(),
-                                        plan.placement.end()),
-                      plan.numRanks()));
+          fmt::format(
+              "rank {} hosts no stage (placement names ranks up to "
+              "{} of the {} in \"ranks\")",
+              r,
+              *std::max_element(plan.placement.begin(), plan.placement.end()),
+              plan.numRanks()));
   Schedule schedule = plan.computeSchedule();
   if (llvm::Error err = validateProblem(problem))
     return err;
@@ -420,9 +420,9 @@ llvm::Expected<Plan> stagecraft::pipe::sched::readPlan(llvm::StringRef text) {
                     deep->line, deep->column, kMaxNesting));
   llvm::Expected<json::Value> doc = json::parse(text);
   if (!doc)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "invalid plan: not JSON (truncated?): " + llvm::toString(doc.takeError()));
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "invalid plan: not JSON (truncated?): " +
+                                       llvm::toString(doc.takeError()));
   const json::Object *root = doc->getAsObject();
   llvm::Expected<Plan> plan = readPlanObject(root);
   if (!plan)
@@ -649,8 +649,8 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
       std::optional<double> bytes =
           memory ? memory->getAsNumber() : std::nullopt;
       if (!name || name->empty() || !speed || !std::isfinite(*speed) ||
-          *speed <= 0.0 || (memory && (!bytes || !std::isfinite(*bytes) ||
-                                       *bytes <= 0.0)))
+          *speed <= 0.0 ||
+          (memory && (!bytes || !std::isfinite(*bytes) || *bytes <= 0.0)))
         return reader.fail(fmt::format("rank {} device", r),
                            "needs a non-empty \"name\", a finite \"speed\" "
                            "> 0 and, if given, a finite \"memory\" > 0");

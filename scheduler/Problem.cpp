@@ -81,8 +81,8 @@ Problem::Edges Problem::edges() const {
 bool Problem::isChain() const {
   for (int s = 0; s < numStages(); ++s)
     if (stages[s].inputs &&
-        *stages[s].inputs != (s > 0 ? std::vector<int>{s - 1}
-                                    : std::vector<int>{}))
+        *stages[s].inputs !=
+            (s > 0 ? std::vector<int>{s - 1} : std::vector<int>{}))
       return false;
   return true;
 }
@@ -96,11 +96,12 @@ double Problem::gradientUnits(int c) const {
 
 double Problem::speedOf(int r) const {
   return r >= 0 && r < static_cast<int>(devices.size()) ? devices[r].speed
-                                                         : 1.0;
+                                                        : 1.0;
 }
 
-Problem stagecraft::pipe::sched::scaledForDevices(const Problem &problem,
-                                                  llvm::ArrayRef<int> placement) {
+Problem
+stagecraft::pipe::sched::scaledForDevices(const Problem &problem,
+                                          llvm::ArrayRef<int> placement) {
   Problem scaled = problem;
   if (!problem.hasDevices())
     return scaled;
@@ -127,7 +128,8 @@ Problem stagecraft::pipe::sched::scaledForDevices(const Problem &problem,
 }
 
 double stagecraft::pipe::sched::overlappedCost(const Stage &f, const Stage &b) {
-  double cost = f.forward + b.backward() - 0.5 * (f.overlapGain() + b.overlapGain());
+  double cost =
+      f.forward + b.backward() - 0.5 * (f.overlapGain() + b.overlapGain());
   return std::max(cost, std::max(f.forward, b.backward()));
 }
 
@@ -166,7 +168,8 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
     if (problem.links->node < 1)
       return fail(fmt::format("links: node = {} must be at least 1",
                               problem.links->node));
-    for (const Problem::Link *l : {&problem.links->intra, &problem.links->inter})
+    for (const Problem::Link *l :
+         {&problem.links->intra, &problem.links->inter})
       if (!std::isfinite(l->latency) || l->latency < 0.0 ||
           !std::isfinite(l->bandwidth) || !(l->bandwidth > 0.0))
         return fail(fmt::format("links: latency must be finite and "
@@ -230,9 +233,8 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
             "stage @{}: input {} is not a stage written before it (a stage "
             "takes outputs of earlier stages, so the stage graph is acyclic)",
             stage.name,
-            i >= 0 && i < problem.numStages()
-                ? "@" + problem.stages[i].name
-                : "#" + std::to_string(i)));
+            i >= 0 && i < problem.numStages() ? "@" + problem.stages[i].name
+                                              : "#" + std::to_string(i)));
       if (std::find(seen.begin(), seen.end(), i) != seen.end())
         return fail(fmt::format("stage @{}: input @{} is named twice",
                                 stage.name, problem.stages[i].name));
@@ -267,10 +269,9 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
           "stage @{}: selective recomputation needs both memory(selective = "
           "S) and cost(selective = C); only the {} is given",
           stage.name, stage.selective ? "memory" : "cost"));
-    if (stage.selective &&
-        (!isNonNegativeFinite(*stage.selective) ||
-         !isNonNegativeFinite(*stage.selectiveCost) ||
-         *stage.selective > stage.activation))
+    if (stage.selective && (!isNonNegativeFinite(*stage.selective) ||
+                            !isNonNegativeFinite(*stage.selectiveCost) ||
+                            *stage.selective > stage.activation))
       return fail(fmt::format("stage @{}: selective memory ({}) and cost ({}) "
                               "must be finite and non-negative, the memory at "
                               "most activation ({})",
@@ -278,9 +279,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
                               *stage.selectiveCost, stage.activation));
     if (stage.attention) {
       const Stage::Attention &a = *stage.attention;
-      for (auto [key, value] : {std::pair<const char *, double>{"forward", a.forward},
-                                {"backward", a.backward},
-                                {"memory", a.memory}})
+      for (auto [key, value] :
+           {std::pair<const char *, double>{"forward", a.forward},
+            {"backward", a.backward},
+            {"memory", a.memory}})
         if (!isNonNegativeFinite(value))
           return fail(fmt::format("stage @{}: attention '{}' must be finite "
                                   "and non-negative, got {}",
@@ -291,9 +293,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
                                 stage.name));
     }
     if (stage.forwardBackward && !isNonNegativeFinite(*stage.forwardBackward))
-      return fail(fmt::format("stage @{}: 'forward_backward' must be finite and "
-                              "non-negative, got {}",
-                              stage.name, *stage.forwardBackward));
+      return fail(
+          fmt::format("stage @{}: 'forward_backward' must be finite and "
+                      "non-negative, got {}",
+                      stage.name, *stage.forwardBackward));
     for (auto [key, value] : values)
       if (!isNonNegativeFinite(value))
         return fail(fmt::format("stage @{}: '{}' must be finite and "
@@ -353,8 +356,7 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
   if (!std::isfinite(memory) || memory > 1e300)
     return fail(fmt::format("the step's memory overflows: {} microbatches x "
                             "the activations of {} stages sum to {}",
-                            problem.microbatches, problem.numStages(),
-                            memory));
+                            problem.microbatches, problem.numStages(), memory));
   if (anyPinned && !problem.isPinned())
     return fail("pin every stage with rank(K) or none of them");
   if (anyPinned) {

@@ -193,8 +193,9 @@ struct Problem {
 /// Checks the preconditions of all algorithms: at least one rank, microbatch
 /// and stage; finite non-negative costs, memory and latency; weight_grad not
 /// above activation; `recomputed` and `selective` at most activation,
-/// `selective` and its cost given together; capacity positive; pins either on every stage or on none, each in range,
-/// leaving no rank empty. Fails with a message naming the offending value.
+/// `selective` and its cost given together; capacity positive; pins either on
+/// every stage or on none, each in range, leaving no rank empty. Fails with a
+/// message naming the offending value.
 llvm::Error validateProblem(const Problem &problem);
 
 /// \p problem as every rank's device sees it when stage s runs on rank

@@ -110,7 +110,8 @@ struct Where {
   /// (from, to) ranks of \p msg; -1 where unknown. For activations and
   /// gradients, `to` is the first of `targets`.
   std::pair<int, int> endpoints(const Message &msg) const {
-    int s = msg.stage, m = msg.microbatch, n = static_cast<int>(placement.size());
+    int s = msg.stage, m = msg.microbatch,
+        n = static_cast<int>(placement.size());
     auto at = [&](int stage) {
       return stage >= 0 && stage < n ? placement[stage] : -1;
     };
@@ -364,8 +365,9 @@ Program stagecraft::pipe::sched::lowerCommunicationEarlyReceives(
         moved.push_back({at, moved.size(), op});
       }
     }
-    std::stable_sort(moved.begin(), moved.end(),
-                     [](const Moved &a, const Moved &b) { return a.at < b.at; });
+    std::stable_sort(
+        moved.begin(), moved.end(),
+        [](const Moved &a, const Moved &b) { return a.at < b.at; });
     size_t next = 0;
     int compute = 0;
     for (const Instruction &instr : plain.ranks[r]) {
@@ -456,13 +458,12 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
       }
       for (const CommOp &op : instr.ops) {
         if (op.peer < 0 || op.peer >= p || op.peer == r)
-          return scheduleError(
-              fmt::format("{} names peer rank {}", op.isSend ? "send" : "recv",
-                          op.peer),
-              site);
+          return scheduleError(fmt::format("{} names peer rank {}",
+                                           op.isSend ? "send" : "recv",
+                                           op.peer),
+                               site);
         const Message &msg = op.message;
-        const bool valid = msg.stage >= 0 &&
-                           msg.stage < problem.numStages() &&
+        const bool valid = msg.stage >= 0 && msg.stage < problem.numStages() &&
                            msg.microbatch >= 0 &&
                            msg.microbatch < problem.microbatches;
         int source = valid ? where.endpoints(msg).first : -1;
@@ -470,10 +471,10 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
         if (valid)
           targets = where.targets(msg);
         if (source < 0 || targets.empty())
-          return scheduleError(fmt::format("{} is not a message of pipeline @{}",
-                                           describeMessage(problem, msg),
-                                           problem.name),
-                               site);
+          return scheduleError(
+              fmt::format("{} is not a message of pipeline @{}",
+                          describeMessage(problem, msg), problem.name),
+              site);
         int from = op.isSend ? r : op.peer, to = op.isSend ? op.peer : r;
         if (source != from || !llvm::is_contained(targets, to)) {
           std::string dests;
@@ -482,17 +483,17 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
           return scheduleError(
               fmt::format("{} {} rank {}, but it goes from rank {} to rank {}",
                           describeMessage(problem, msg),
-                          op.isSend ? "is sent to" : "is received from", op.peer,
-                          source, dests),
+                          op.isSend ? "is sent to" : "is received from",
+                          op.peer, source, dests),
               site);
         }
         // A message goes once over each channel (a fan-out sends it to
         // several ranks).
         if (!seen.insert({msg, 2 * to + (op.isSend ? 1 : 0)}).second)
-          return scheduleError(fmt::format("{} {} twice",
-                                           describeMessage(problem, msg),
-                                           op.isSend ? "is sent" : "is received"),
-                               site);
+          return scheduleError(
+              fmt::format("{} {} twice", describeMessage(problem, msg),
+                          op.isSend ? "is sent" : "is received"),
+              site);
         if (op.isSend) {
           if (!produced.count(msg))
             return scheduleError(
@@ -522,8 +523,9 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
               {b, v[k].instr});
         if (k >= v.size())
           return scheduleError(
-              fmt::format("rank {} sends {} to rank {}, which never receives it",
-                          a, describeMessage(problem, s[k].message), b),
+              fmt::format(
+                  "rank {} sends {} to rank {}, which never receives it", a,
+                  describeMessage(problem, s[k].message), b),
               {a, s[k].instr});
         if (!(s[k].message == v[k].message))
           return scheduleError(
@@ -531,8 +533,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                           "receive it is matched with expects {}",
                           a, b, k, describeMessage(problem, s[k].message),
                           describeMessage(problem, v[k].message)),
-              {a, s[k].instr},
-              {{{b, v[k].instr}, "the matched receive"}});
+              {a, s[k].instr}, {{{b, v[k].instr}, "the matched receive"}});
       }
     }
 
@@ -545,10 +546,11 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
     for (size_t i = 0; i < program.ranks[r].size(); ++i)
       for (const CommOp &op : program.ranks[r][i].ops)
         partner[r][i].push_back(
-            op.isSend ? std::make_pair(op.peer,
-                                       recvs[r][op.peer][sendK[op.peer]++].instr)
-                      : std::make_pair(op.peer,
-                                       sends[op.peer][r][recvK[op.peer]++].instr));
+            op.isSend
+                ? std::make_pair(op.peer,
+                                 recvs[r][op.peer][sendK[op.peer]++].instr)
+                : std::make_pair(op.peer,
+                                 sends[op.peer][r][recvK[op.peer]++].instr));
   }
   std::vector<int> pc(p, 0);
   auto blockedOn = [&](int r) -> int { // -1: can advance
@@ -582,9 +584,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
     return llvm::Error::success();
 
   // Follow the waits from the first stuck rank to a cycle.
-  auto waitsFor = [&](int r) {
-    return partner[r][pc[r]][blockedOn(r)].first;
-  };
+  auto waitsFor = [&](int r) { return partner[r][pc[r]][blockedOn(r)].first; };
   std::vector<int> path, index(p, -1);
   int r = stuck.front();
   while (index[r] < 0 && pc[r] < static_cast<int>(program.ranks[r].size())) {

@@ -64,9 +64,7 @@ struct Instruction {
   /// Kind::Comm: one op; Kind::Group: one or more.
   std::vector<CommOp> ops;
 
-  static Instruction compute(const Action &a) {
-    return {Kind::Compute, a, {}};
-  }
+  static Instruction compute(const Action &a) { return {Kind::Compute, a, {}}; }
   static Instruction comm(const CommOp &op) {
     return {Kind::Comm, {ActionKind::Forward, -1, -1}, {op}};
   }
@@ -108,7 +106,7 @@ Program lowerCommunication(const Problem &problem, const Schedule &schedule);
 /// simulated timeline is a run in which no moved receive waits); if that
 /// fails, the receives stay where `lowerCommunication` puts them.
 Program lowerCommunicationEarlyReceives(const Problem &problem,
-                                       const Schedule &schedule);
+                                        const Schedule &schedule);
 
 /// Checks \p program: its computes form a valid schedule; each cross-rank
 /// input is received before its compute and each output sent after its

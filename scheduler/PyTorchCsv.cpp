@@ -72,9 +72,8 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
           if (op.message.kind == MessageKind::Activation)
             pendingForward.push_back({op.message.stage, op.message.microbatch});
           else
-            pendingOther.push_back(fmt::format("{}WAIT_SEND_B{}",
-                                               op.message.stage,
-                                               op.message.microbatch));
+            pendingOther.push_back(fmt::format(
+                "{}WAIT_SEND_B{}", op.message.stage, op.message.microbatch));
         }
         continue;
       }
@@ -87,8 +86,8 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
         backward = {a.backwardStage, a.backwardMicrobatch};
       if (!backward)
         continue;
-      auto it = std::find(pendingForward.begin(), pendingForward.end(),
-                          *backward);
+      auto it =
+          std::find(pendingForward.begin(), pendingForward.end(), *backward);
       if (it != pendingForward.end()) {
         cell(fmt::format("{}WAIT_SEND_F{}", it->first, it->second));
         pendingForward.erase(it);
@@ -122,7 +121,8 @@ static bool parseIndex(llvm::StringRef text, int &value) {
 }
 
 llvm::Expected<ImportedSchedule>
-stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &problem) {
+stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text,
+                                         const Problem &problem) {
   auto fail = [](CsvPosition pos, std::string message) {
     return llvm::make_error<CsvError>(pos, std::move(message));
   };
@@ -291,7 +291,8 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text, const Problem &pr
                                        c.stage, c.kind, c.mb));
       int peer = program.placement[send ? consumer : producer];
       program.ranks.back().push_back(Instruction::comm(
-          {send, peer,
+          {send,
+           peer,
            {act ? MessageKind::Activation : MessageKind::Gradient, producer,
             c.mb}}));
     }

@@ -65,8 +65,8 @@ llvm::Expected<std::string> formatPyTorchCsv(const Program &program);
 /// torch.utils.checkpoint). Fails, naming the stage, where torch cannot: a
 /// stage that recomputes some microbatches and keeps the others (torch runs
 /// one module for every microbatch), or selective recomputation.
-llvm::Expected<std::vector<int>> torchCheckpointStages(const Problem &problem,
-                                                       const Schedule &schedule);
+llvm::Expected<std::vector<int>>
+torchCheckpointStages(const Problem &problem, const Schedule &schedule);
 
 /// Reads \p text against \p problem. A stage is placed on the rank of the
 /// row where it first appears (or its pin); the result is not verified.

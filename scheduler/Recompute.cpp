@@ -116,8 +116,8 @@ Recompute leanestLevel(const Stage &stage) {
   Recompute best = Recompute::None;
   for (Recompute level : levelsOf(stage)) {
     double k = keptActivation(stage, level), kb = keptActivation(stage, best);
-    if (k < kb - kEps ||
-        (k <= kb + kEps && recomputeCost(stage, level) < recomputeCost(stage, best)))
+    if (k < kb - kEps || (k <= kb + kEps && recomputeCost(stage, level) <
+                                                recomputeCost(stage, best)))
       best = level;
   }
   return best;
@@ -126,8 +126,8 @@ Recompute leanestLevel(const Stage &stage) {
 /// Every (stage, microbatch) of \p schedule's forwards on rank \p r with its
 /// positions and in-flight time in \p plain (the timeline without
 /// recomputation).
-std::vector<InFlight> inFlightOn(const Schedule &schedule, const Timeline &plain,
-                                 int r) {
+std::vector<InFlight> inFlightOn(const Schedule &schedule,
+                                 const Timeline &plain, int r) {
   std::map<std::pair<int, int>, InFlight> found;
   const std::vector<Action> &order = schedule.ranks[r];
   for (int i = 0, e = static_cast<int>(order.size()); i < e; ++i) {
@@ -270,7 +270,7 @@ std::string countText(const Problem &problem, const RecomputeTable &table) {
 } // namespace
 
 llvm::Error stagecraft::pipe::sched::checkCapacity(const Problem &problem,
-                                                  const Timeline &timeline) {
+                                                   const Timeline &timeline) {
   std::vector<double> peaks(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r)
     peaks[r] = timeline.peak(r);
@@ -282,10 +282,8 @@ llvm::Error stagecraft::pipe::sched::checkCapacity(const Problem &problem,
                           peaks[r] - problem.capacityOf(r)));
 }
 
-llvm::Expected<RecomputeOutcome>
-stagecraft::pipe::sched::planRecomputation(const Problem &problem,
-                                           Schedule &schedule,
-                                           RecomputePolicy policy) {
+llvm::Expected<RecomputeOutcome> stagecraft::pipe::sched::planRecomputation(
+    const Problem &problem, Schedule &schedule, RecomputePolicy policy) {
   std::vector<double> base =
       staticMemory(problem, schedule.placement, problem.ranks);
   RecomputeOutcome outcome;
@@ -304,9 +302,9 @@ stagecraft::pipe::sched::planRecomputation(const Problem &problem,
       outcome.timeline = std::move(*t);
       return outcome;
     }
-    std::string message = fmt::format(
-        "with recompute={}, {}", recomputePolicyName(policy),
-        describePeak(problem, r, peaks[r], base[r]));
+    std::string message =
+        fmt::format("with recompute={}, {}", recomputePolicyName(policy),
+                    describePeak(problem, r, peaks[r], base[r]));
     Schedule trial = schedule;
     llvm::Expected<RecomputeOutcome> automatic =
         planRecomputation(problem, trial, RecomputePolicy::Auto);

@@ -63,8 +63,8 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
   double scale = width / timeline.makespan;
   if (scale >= 1.0)
     scale = std::floor(scale);
-  const int columns =
-      std::max(1, static_cast<int>(std::ceil(timeline.makespan * scale - 1e-9)));
+  const int columns = std::max(
+      1, static_cast<int>(std::ceil(timeline.makespan * scale - 1e-9)));
   out += fmt::format("timeline: 1 column = {:.3g} time units", 1.0 / scale);
   // Position of each stage among its rank's stages: odd ones are lowercase.
   std::vector<int> chunk(schedule.placement.size(), 0);
@@ -101,8 +101,8 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
         ++hidden;
       }
       for (int c = begin; c < end; ++c)
-        row[c] = c - begin < static_cast<int>(label.size()) ? label[c - begin]
-                                                            : ' ';
+        row[c] =
+            c - begin < static_cast<int>(label.size()) ? label[c - begin] : ' ';
     }
     out += fmt::format("rank {:>{}} |{}|\n", r, labelWidth, row);
   }
@@ -112,8 +112,8 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
   for (size_t k = 0; k < seen.size(); ++k)
     if (seen[k]) {
       auto kind = static_cast<ActionKind>(k);
-      out += fmt::format("{}{} {}", sep, actionLetter(kind),
-                         letterMeaning(kind));
+      out +=
+          fmt::format("{}{} {}", sep, actionLetter(kind), letterMeaning(kind));
       sep = ", ";
     }
   out += ", . idle; the number after a letter is the microbatch";
@@ -129,10 +129,10 @@ std::string stagecraft::pipe::sched::renderAsciiTimeline(
 }
 
 std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
-                                       const Schedule &schedule,
-                                       const Timeline &timeline,
-                                       llvm::StringRef scheduleName,
-                                       int width) {
+                                                   const Schedule &schedule,
+                                                   const Timeline &timeline,
+                                                   llvm::StringRef scheduleName,
+                                                   int width) {
   std::string out;
   std::string transfers =
       problem.links
@@ -150,9 +150,9 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      problem.numStages(), problem.microbatches, transfers);
   // No rank finishes before its own work either (this also covers tasks the
   // placement bound does not see: attention, recomputation).
-  double bound = std::max(lowerBound(problem, schedule.placement),
-                          *std::max_element(timeline.busy.begin(),
-                                            timeline.busy.end()));
+  double bound =
+      std::max(lowerBound(problem, schedule.placement),
+               *std::max_element(timeline.busy.begin(), timeline.busy.end()));
   out += fmt::format("makespan {:.6g}, bubble ratio {:.4f}, lower bound {:.6g} "
                      "(makespan / bound {:.4f})\n",
                      timeline.makespan, timeline.bubbleRatio, bound,
@@ -164,20 +164,20 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
                      "last end on one rank: the zero-bubble papers' figure)\n",
                      timeline.maxSpan());
   // Capacity, params and recomputation get their columns where they exist.
-  bool memoryColumns = problem.hasCapacity() || schedule.recompute.any() ||
-                       problem.hasDevices();
+  bool memoryColumns =
+      problem.hasCapacity() || schedule.recompute.any() || problem.hasDevices();
   for (const Stage &st : problem.stages)
     memoryColumns |= st.params > 0.0;
   if (memoryColumns) {
     out += "peak memory = params + live activations (within capacity where "
            "one is given); recomputed F = forwards that recompute in their "
            "backward, of those the rank runs\n";
-    out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}  {:>16}  "
-                       "{}{}\n",
-                       "rank", "busy", "span", "peak memory", "params",
-                       "capacity", "recomputed F",
-                       problem.hasDevices() ? "device (speed)  " : "",
-                       "stages");
+    out +=
+        fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {:>10}  {:>10}  {:>16}  "
+                    "{}{}\n",
+                    "rank", "busy", "span", "peak memory", "params", "capacity",
+                    "recomputed F",
+                    problem.hasDevices() ? "device (speed)  " : "", "stages");
   } else {
     out += fmt::format("{:>5}  {:>10}  {:>10}  {:>12}  {}\n", "rank", "busy",
                        "span", "peak memory", "stages");
@@ -217,9 +217,8 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
     out += fmt::format("{:>5}  {:>10.6g}  {:>10.6g}  {:>12.6g}  {:>10.6g}  "
                        "{:>10}  {:>16}  {}{}\n",
                        r, timeline.busy[r], timeline.span[r], timeline.peak(r),
-                       timeline.staticMemory.empty()
-                           ? 0.0
-                           : timeline.staticMemory[r],
+                       timeline.staticMemory.empty() ? 0.0
+                                                     : timeline.staticMemory[r],
                        capacity, recomputed, device, stages);
   }
   out += renderAsciiTimeline(schedule, timeline, width);

@@ -33,7 +33,8 @@ char stagecraft::pipe::sched::actionLetter(ActionKind kind) {
   llvm_unreachable("unknown action kind");
 }
 
-std::optional<ActionKind> stagecraft::pipe::sched::actionKindFromLetter(char letter) {
+std::optional<ActionKind>
+stagecraft::pipe::sched::actionKindFromLetter(char letter) {
   switch (letter) {
   case 'F':
     return ActionKind::Forward;
@@ -75,8 +76,9 @@ std::string stagecraft::pipe::sched::describeAction(const Problem &problem,
                ? problem.stages[stage].name
                : fmt::format("#{}", stage);
   };
-  std::string text = fmt::format("{} @{} mb {}", actionOpName(action.kind).str(),
-                                 name(action.stage), action.microbatch);
+  std::string text =
+      fmt::format("{} @{} mb {}", actionOpName(action.kind).str(),
+                  name(action.stage), action.microbatch);
   if (action.kind == ActionKind::ForwardBackward)
     text += fmt::format(", @{} mb {}", name(action.backwardStage),
                         action.backwardMicrobatch);

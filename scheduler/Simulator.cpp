@@ -18,7 +18,8 @@
 
 using namespace stagecraft::pipe::sched;
 
-llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &graph) {
+llvm::Expected<Timeline>
+stagecraft::pipe::sched::simulate(const TaskGraph &graph) {
   const int numRanks = graph.numRanks();
   const size_t numTasks = graph.numTasks();
   std::vector<double> finish(numTasks, 0.0);
@@ -125,8 +126,8 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
       // Its transfers take their links in this rank's order.
       if (graph.linkContention)
         for (uint32_t i = outStart[t]; i < outStart[t + 1]; ++i) {
-          double &free = linkFree[static_cast<size_t>(r) * numRanks +
-                                  outgoing[i].to];
+          double &free =
+              linkFree[static_cast<size_t>(r) * numRanks + outgoing[i].to];
           double from = std::max(end, free);
           free = arrival[i] = from + outgoing[i].time;
           timeline.transfers.push_back(
@@ -153,11 +154,12 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const TaskGraph &grap
     const Task &task = graph.task(order[next[r]]);
     const Task &blocker = graph.task(waitingOn[r]);
     auto name = [](const Task &t) { return shortName(t.action()); };
-    notes.push_back({{r, static_cast<int>(next[r])},
-                     fmt::format("rank {} is stuck at {}, which waits for {} on "
-                                 "rank {} (position {} there)",
-                                 r, name(task), name(blocker), blocker.rank,
-                                 graph.positionOf(waitingOn[r]))});
+    notes.push_back(
+        {{r, static_cast<int>(next[r])},
+         fmt::format("rank {} is stuck at {}, which waits for {} on "
+                     "rank {} (position {} there)",
+                     r, name(task), name(blocker), blocker.rank,
+                     graph.positionOf(waitingOn[r]))});
   }
   if (!stuck.empty()) {
     std::string ranks;
@@ -199,17 +201,18 @@ stagecraft::pipe::sched::parseObjective(llvm::StringRef name) {
     return Objective::Makespan;
   if (name == "span")
     return Objective::Span;
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      "unknown objective '" + name + "'; expected makespan or span");
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown objective '" + name +
+                                     "'; expected makespan or span");
 }
 
 double Timeline::maxSpan() const {
   return span.empty() ? 0.0 : *std::max_element(span.begin(), span.end());
 }
 
-llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const Problem &problem,
-                                               const Schedule &schedule) {
+llvm::Expected<Timeline>
+stagecraft::pipe::sched::simulate(const Problem &problem,
+                                  const Schedule &schedule) {
   llvm::Expected<TaskGraph> graph = buildTaskGraph(problem, schedule);
   if (!graph)
     return graph.takeError();
@@ -217,7 +220,7 @@ llvm::Expected<Timeline> stagecraft::pipe::sched::simulate(const Problem &proble
 }
 
 llvm::Error stagecraft::pipe::sched::verifySchedule(const Problem &problem,
-                                        const Schedule &schedule) {
+                                                    const Schedule &schedule) {
   llvm::Expected<Timeline> timeline = simulate(problem, schedule);
   return timeline ? llvm::Error::success() : timeline.takeError();
 }

@@ -83,9 +83,10 @@ double stagecraft::pipe::sched::recomputeCost(const Stage &stage,
   llvm_unreachable("unknown recompute mode");
 }
 
-ActionEffect stagecraft::pipe::sched::actionEffect(
-    const Problem &problem, const RecomputeTable &recompute,
-    const Action &a, int rank) {
+ActionEffect
+stagecraft::pipe::sched::actionEffect(const Problem &problem,
+                                      const RecomputeTable &recompute,
+                                      const Action &a, int rank) {
   const Stage &stage = problem.stages[a.stage];
   ActionEffect e;
   // The start of a backward of (s, m): re-run and re-materialize.
@@ -125,7 +126,8 @@ ActionEffect stagecraft::pipe::sched::actionEffect(
     } else {
       // Two microbatches of their own lengths: each half at its own scale.
       const double cf = problem.costScale(a.stage, a.microbatch),
-                   cb = problem.costScale(a.backwardStage, a.backwardMicrobatch),
+                   cb =
+                       problem.costScale(a.backwardStage, a.backwardMicrobatch),
                    mf = problem.memoryScale(a.microbatch),
                    mb = problem.memoryScale(a.backwardMicrobatch);
       Stage f = stage, b = back;
@@ -168,10 +170,8 @@ ActionEffect stagecraft::pipe::sched::actionEffect(
   return e;
 }
 
-std::vector<double>
-stagecraft::pipe::sched::staticMemory(const Problem &problem,
-                                      llvm::ArrayRef<int> placement,
-                                      int numRanks) {
+std::vector<double> stagecraft::pipe::sched::staticMemory(
+    const Problem &problem, llvm::ArrayRef<int> placement, int numRanks) {
   std::vector<double> memory(numRanks, 0.0);
   for (int s = 0, e = std::min<int>(placement.size(), problem.numStages());
        s < e; ++s)
@@ -180,14 +180,15 @@ stagecraft::pipe::sched::staticMemory(const Problem &problem,
   return memory;
 }
 
-llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
-                                                      const Schedule &schedule) {
+llvm::Expected<TaskGraph>
+stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
+                                        const Schedule &schedule) {
   const int numStages = problem.numStages();
   const int numMbs = problem.microbatches;
   if (schedule.numRanks() != problem.ranks)
-    return scheduleError(fmt::format("schedule has {} ranks, pipeline @{} has {}",
-                                     schedule.numRanks(), problem.name,
-                                     problem.ranks));
+    return scheduleError(
+        fmt::format("schedule has {} ranks, pipeline @{} has {}",
+                    schedule.numRanks(), problem.name, problem.ranks));
   if (static_cast<int>(schedule.placement.size()) != numStages)
     return scheduleError(fmt::format("placement covers {} stages, pipeline @{} "
                                      "has {}",
@@ -279,11 +280,12 @@ llvm::Expected<TaskGraph> stagecraft::pipe::sched::buildTaskGraph(const Problem 
               fmt::format("duplicate {}",
                           describeAction(problem, {h.kind, h.stage, h.mb})),
               site,
-              {{{first.rank, graph.positionOf(slot)}, "first occurrence here"}});
+              {{{first.rank, graph.positionOf(slot)},
+                "first occurrence here"}});
         }
       }
-      Task task{a.kind, a.stage, a.microbatch, r, 0.0, 0.0, 0.0,
-                a.backwardStage, a.backwardMicrobatch};
+      Task task{a.kind, a.stage,         a.microbatch,        r, 0.0, 0.0,
+                0.0,    a.backwardStage, a.backwardMicrobatch};
       ActionEffect effect = actionEffect(problem, schedule.recompute, a, r);
       task.cost = effect.cost;
       task.allocAtStart = effect.allocAtStart;

@@ -111,8 +111,8 @@ double recomputeCost(const Stage &stage, Recompute mode);
 /// stages and microbatches are in range. The cost is the time on rank
 /// \p rank: divided by its device's speed.
 ActionEffect actionEffect(const Problem &problem,
-                          const RecomputeTable &recompute,
-                          const Action &action, int rank);
+                          const RecomputeTable &recompute, const Action &action,
+                          int rank);
 
 /// Per rank: the `params` of the stages \p placement puts there.
 std::vector<double> staticMemory(const Problem &problem,

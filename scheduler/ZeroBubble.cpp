@@ -30,7 +30,8 @@
 using namespace stagecraft::pipe::sched;
 
 /// Per-rank peak memory of 1F1B on the contiguous placement of \p problem.
-static llvm::Expected<std::vector<double>> oneFOneBPeaks(const Problem &problem) {
+static llvm::Expected<std::vector<double>>
+oneFOneBPeaks(const Problem &problem) {
   Problem plain = problem;
   for (Stage &s : plain.stages)
     s.rank.reset();
@@ -52,13 +53,14 @@ stagecraft::pipe::sched::oneFOneBPeakMemory(const Problem &problem) {
 
 /// The zero-bubble policy: a 1F1B-shaped order of F and I with \p warmup(k)
 /// warm-up forwards on block k, W filling the waits, memory limits \p limits.
-static llvm::Expected<Schedule>
-zeroBubble(const Problem &problem, llvm::ArrayRef<int> placement,
-           llvm::function_ref<int(int)> warmup, std::vector<double> limits) {
+static llvm::Expected<Schedule> zeroBubble(const Problem &problem,
+                                           llvm::ArrayRef<int> placement,
+                                           llvm::function_ref<int(int)> warmup,
+                                           std::vector<double> limits) {
   ListPolicy policy;
   policy.memoryLimit = std::move(limits);
-  policy.backbone = oneFOneBOrders(problem, placement, warmup,
-                                   ActionKind::BackwardInput);
+  policy.backbone =
+      oneFOneBOrders(problem, placement, warmup, ActionKind::BackwardInput);
   return listSchedule(problem, placement, policy);
 }
 
@@ -150,8 +152,8 @@ private:
 } // namespace
 
 /// The highest per-rank peak of 1F1B on \p placement.
-static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
-                                                  llvm::ArrayRef<int> placement) {
+static llvm::Expected<double>
+highestOneFOneBPeak(const Problem &problem, llvm::ArrayRef<int> placement) {
   llvm::Expected<Timeline> t =
       simulate(problem, generateOneFOneB(problem, placement));
   if (!t)
@@ -159,9 +161,10 @@ static llvm::Expected<double> highestOneFOneBPeak(const Problem &problem,
   return *std::max_element(t->peakMemory.begin(), t->peakMemory.end());
 }
 
-llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    Objective objective) {
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateZBH1(const Problem &problem,
+                                      llvm::ArrayRef<int> placement,
+                                      Objective objective) {
   llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
   if (!highest)
     return highest.takeError();
@@ -181,9 +184,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH1(
   return fastest.take();
 }
 
-llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBH2(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    Objective objective) {
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateZBH2(const Problem &problem,
+                                      llvm::ArrayRef<int> placement,
+                                      Objective objective) {
   llvm::Expected<double> highest = highestOneFOneBPeak(problem, placement);
   if (!highest)
     return highest.takeError();
@@ -230,8 +234,9 @@ stagecraft::pipe::sched::placeVShape(const Problem &problem) {
   return placement;
 }
 
-llvm::Expected<Schedule> stagecraft::pipe::sched::generateZBV(
-    const Problem &problem, Objective objective) {
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::generateZBV(const Problem &problem,
+                                     Objective objective) {
   llvm::Expected<std::vector<int>> placement = placeVShape(problem);
   if (!placement)
     return placement.takeError();

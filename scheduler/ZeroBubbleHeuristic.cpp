@@ -404,8 +404,7 @@ VHeuristic::run(bool fillF, bool fillB, const std::vector<double> &approvedIn) {
       double arrival = endOf(0, 1, r + 1, 0) + comm;
       double perMb = u[r][0].mem[0] + u[r][1].mem[0];
       while (m[r] + perMb * (r + 1) <= maxMem[r] + kEps &&
-             curTime[r] + cost(r, 0, 0) <= arrival + kEps &&
-             cnt(r, 0, 0) < nmb)
+             curTime[r] + cost(r, 0, 0) <= arrival + kEps && cnt(r, 0, 0) < nmb)
         for (int j = 0; j <= r; ++j)
           if (cnt(j, 0, 0) < nmb && !put(0, 0, j))
             return std::nullopt;
@@ -516,10 +515,9 @@ struct Best {
     pending.push_back({estimate, std::move(s)});
   }
   void settle(const Problem &problem) {
-    std::stable_sort(pending.begin(), pending.end(),
-                     [](const auto &a, const auto &b) {
-                       return a.first < b.first;
-                     });
+    std::stable_sort(
+        pending.begin(), pending.end(),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[estimate, s] : pending) {
       if (schedule && estimate >= makespan - kEps)
         break;
@@ -552,9 +550,10 @@ struct Best {
 };
 } // namespace
 
-llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleChain(
-    const Problem &problem, llvm::ArrayRef<int> placement,
-    llvm::ArrayRef<double> memoryLimit) {
+llvm::Expected<Schedule>
+stagecraft::pipe::sched::zeroBubbleChain(const Problem &problem,
+                                         llvm::ArrayRef<int> placement,
+                                         llvm::ArrayRef<double> memoryLimit) {
   // Blocks in chain order.
   std::vector<std::vector<int>> blocks;
   std::vector<int> blockRank;
@@ -598,10 +597,9 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleV(
     units[r][0] = sumOf(problem, {r});
     units[r][1] = sumOf(problem, {n - 1 - r});
   }
-  VHeuristic heuristic(units, problem.microbatches,
-                       plannedLatency.value_or(problem.latency),
-                       std::vector<double>(memoryLimit.begin(),
-                                           memoryLimit.end()));
+  VHeuristic heuristic(
+      units, problem.microbatches, plannedLatency.value_or(problem.latency),
+      std::vector<double>(memoryLimit.begin(), memoryLimit.end()));
   Best best;
   for (bool fillB : {true, false})
     for (bool fillF : {true, false}) {

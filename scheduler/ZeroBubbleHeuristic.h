@@ -1,4 +1,5 @@
-//===- ZeroBubbleHeuristic.h - The zero-bubble papers' heuristics -*- C++ -*-===//
+//===- ZeroBubbleHeuristic.h - The zero-bubble papers' heuristics -*- C++
+//-*-===//
 //
 // Per-rank orders of F, I and W built the way Qi et al. build them: the
 // contiguous heuristic of "Zero Bubble Pipeline Parallelism" (ZB-H1/ZB-H2

@@ -214,8 +214,9 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
         if (!wanted)
           return success();
         if (++found > 1)
-          return op.emitError() << "several pipe.schedule ops match; choose one "
-                                   "with --schedule-name";
+          return op.emitError()
+                 << "several pipe.schedule ops match; choose one "
+                    "with --schedule-name";
         FailureOr<sched::Plan> p = planFromSchedule(
             op, model, options.unitBytes, nullptr, options.minMessageBytes);
         if (failed(p))
@@ -232,10 +233,9 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
   return std::move(*plan);
 }
 
-llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
-                                             const kernels::ModelConfig &config,
-                                             int steps, llvm::StringRef output,
-                                             const kernels::StageFactory &where) {
+llvm::Error stagecraft::pipe::profileSpecFile(
+    llvm::StringRef path, const kernels::ModelConfig &config, int steps,
+    llvm::StringRef output, const kernels::StageFactory &where) {
   auto fail = [&](const std::string &what) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path.str() + ": " + what);
@@ -247,8 +247,7 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parsePipeFile(path, sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
   if (!module)
     return fail("cannot parse the spec");
   for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
@@ -326,15 +325,16 @@ llvm::Error stagecraft::pipe::profileSpecFile(llvm::StringRef path,
       };
       ops[s].setForwardAttr(builder.getF64FloatAttr(round(f[s] / count)));
       ops[s].setBackwardInputAttr(builder.getF64FloatAttr(round(i[s] / count)));
-      ops[s].setBackwardWeightAttr(builder.getF64FloatAttr(round(w[s] / count)));
+      ops[s].setBackwardWeightAttr(
+          builder.getF64FloatAttr(round(w[s] / count)));
     }
   }
   std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out =
-      openOutputFile(output, &error);
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
   if (!out)
     return fail(error);
-  out->os() << "// Costs measured by stagecraft-run --profile in milliseconds.\n";
+  out->os()
+      << "// Costs measured by stagecraft-run --profile in milliseconds.\n";
   module->print(out->os());
   out->os() << "\n";
   out->keep();

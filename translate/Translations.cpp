@@ -52,12 +52,14 @@ struct TranslateOptions {
                      "only one)")};
   llvm::cl::opt<int64_t> unitBytes{
       "unit-bytes", llvm::cl::init(4096),
-      llvm::cl::desc("--pipe-to-plan: bytes per memory unit of the spec (default "
-                     "4096)")};
+      llvm::cl::desc(
+          "--pipe-to-plan: bytes per memory unit of the spec (default "
+          "4096)")};
   llvm::cl::opt<int64_t> messageBytes{
       "message-bytes", llvm::cl::init(64),
-      llvm::cl::desc("--pipe-to-plan: smallest activation/gradient buffer (for "
-                     "stagecraft-run --train, at least the model's message; default 64)")};
+      llvm::cl::desc(
+          "--pipe-to-plan: smallest activation/gradient buffer (for "
+          "stagecraft-run --train, at least the model's message; default 64)")};
   llvm::cl::opt<int> fallbacks{
       "fallbacks", llvm::cl::init(0),
       llvm::cl::desc("--pipe-to-plan: also store verified plans of the same "
@@ -66,20 +68,19 @@ struct TranslateOptions {
                      "runs after a lost rank without compiling (default 0)")};
   llvm::cl::opt<int> timelineWidth{
       "timeline-width", llvm::cl::init(100),
-      llvm::cl::desc("--pipe-to-summary: columns of the ASCII timeline (default "
-                     "100; a note names the width that shows every "
-                     "microbatch number when they do not fit)")};
+      llvm::cl::desc(
+          "--pipe-to-summary: columns of the ASCII timeline (default "
+          "100; a note names the width that shows every "
+          "microbatch number when they do not fit)")};
 };
 } // namespace
 
 static TranslateOptions *options = nullptr;
 
 /// Runs \p fn on the schedule selected by --schedule-name.
-static LogicalResult
-withSelectedSchedule(Operation *op,
-                     llvm::function_ref<LogicalResult(ScheduleOp,
-                                                      const ScheduleModel &)>
-                         fn) {
+static LogicalResult withSelectedSchedule(
+    Operation *op,
+    llvm::function_ref<LogicalResult(ScheduleOp, const ScheduleModel &)> fn) {
   auto module = dyn_cast<ModuleOp>(op);
   if (!module)
     return op->emitError("expected a module");
@@ -99,8 +100,8 @@ withSelectedSchedule(Operation *op,
                               << " pipe.schedule ops in the input; choose one "
                                  "with --schedule-name";
   bool found = false;
-  LogicalResult result = forEachSchedule(
-      module, [&](ScheduleOp s, const ScheduleModel &model) {
+  LogicalResult result =
+      forEachSchedule(module, [&](ScheduleOp s, const ScheduleModel &model) {
         if (s != schedules.front())
           return success();
         found = true;
@@ -110,7 +111,8 @@ withSelectedSchedule(Operation *op,
 }
 
 static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
+  return withSelectedSchedule(op, [&](ScheduleOp s,
+                                      const ScheduleModel &model) {
     llvm::Expected<std::string> csv =
         model.program ? sched::formatPyTorchCsv(*model.program)
                       : sched::formatPyTorchCsv(model.schedule);
@@ -136,7 +138,8 @@ static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
       } else {
         std::string names;
         for (int st : *stages)
-          names += (names.empty() ? "@" : ", @") + model.problem.stages[st].name;
+          names +=
+              (names.empty() ? "@" : ", @") + model.problem.stages[st].name;
         s.emitRemark() << "every forward of " << names
                        << " recomputes: run those stages' modules under "
                           "torch.utils.checkpoint (stagecraft.torch.schedule "
@@ -148,27 +151,29 @@ static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
 }
 
 static LogicalResult toSummary(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
-    FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
-    if (failed(timeline))
-      return failure();
-    os << sched::formatSummary(model.problem, model.schedule, *timeline,
-                               s.getSymName(), options->timelineWidth);
-    return success();
-  });
+  return withSelectedSchedule(
+      op, [&](ScheduleOp s, const ScheduleModel &model) {
+        FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
+        if (failed(timeline))
+          return failure();
+        os << sched::formatSummary(model.problem, model.schedule, *timeline,
+                                   s.getSymName(), options->timelineWidth);
+        return success();
+      });
 }
 
 static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(op, [&](ScheduleOp s, const ScheduleModel &model) {
-    FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
-    if (failed(timeline))
-      return failure();
-    sched::ChromeTraceWriter writer;
-    writer.addTimeline("simulated " + s.getSymName().str(), model.problem,
-                       *timeline);
-    os << writer.str();
-    return success();
-  });
+  return withSelectedSchedule(
+      op, [&](ScheduleOp s, const ScheduleModel &model) {
+        FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
+        if (failed(timeline))
+          return failure();
+        sched::ChromeTraceWriter writer;
+        writer.addTimeline("simulated " + s.getSymName().str(), model.problem,
+                           *timeline);
+        os << writer.str();
+        return success();
+      });
 }
 
 /// Compiles \p s's pipeline for 1..\p count ranks fewer into \p plan's
@@ -181,9 +186,9 @@ static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
   // Kinds the scheduler regenerates; a written or imported schedule's
   // fallbacks come from auto.
   std::string kind = s.getKind().value_or("").str();
-  static const char *kGenerated[] = {"gpipe", "1f1b", "interleaved-1f1b",
-                                     "zb-h1", "zb-h2", "zb-v", "dualpipev",
-                                     "helix", "auto"};
+  static const char *kGenerated[] = {"gpipe",     "1f1b",  "interleaved-1f1b",
+                                     "zb-h1",     "zb-h2", "zb-v",
+                                     "dualpipev", "helix", "auto"};
   if (llvm::find(kGenerated, kind) == std::end(kGenerated))
     kind = "auto";
   if (count > 0 && !plan.ranks.empty() && !plan.ranks[0].device.empty()) {
@@ -245,22 +250,23 @@ static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
 }
 
 static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(op, [&](ScheduleOp s,
-                                     const ScheduleModel &model) -> LogicalResult {
-    if (options->unitBytes < 1)
-      return s.emitError() << "--unit-bytes must be at least 1";
-    FailureOr<sched::Plan> plan = planFromSchedule(
-        s, model, options->unitBytes, nullptr, options->messageBytes);
-    if (failed(plan))
-      return failure();
-    if (options->fallbacks < 0)
-      return s.emitError() << "--fallbacks=" << options->fallbacks.getValue()
-                           << " must be at least 0";
-    if (failed(addFallbacks(s, *plan, options->fallbacks)))
-      return failure();
-    os << sched::writePlan(*plan);
-    return success();
-  });
+  return withSelectedSchedule(
+      op, [&](ScheduleOp s, const ScheduleModel &model) -> LogicalResult {
+        if (options->unitBytes < 1)
+          return s.emitError() << "--unit-bytes must be at least 1";
+        FailureOr<sched::Plan> plan = planFromSchedule(
+            s, model, options->unitBytes, nullptr, options->messageBytes);
+        if (failed(plan))
+          return failure();
+        if (options->fallbacks < 0)
+          return s.emitError()
+                 << "--fallbacks=" << options->fallbacks.getValue()
+                 << " must be at least 0";
+        if (failed(addFallbacks(s, *plan, options->fallbacks)))
+          return failure();
+        os << sched::writePlan(*plan);
+        return success();
+      });
 }
 
 static bool printOpOnDiagnostic = false;
@@ -269,8 +275,10 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
                                         MLIRContext *context) {
   context->loadDialect<PipeDialect>();
   context->printOpOnDiagnostic(printOpOnDiagnostic);
-  const llvm::MemoryBuffer *csv = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-  Location csvLoc = FileLineColLoc::get(context, csv->getBufferIdentifier(), 1, 1);
+  const llvm::MemoryBuffer *csv =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  Location csvLoc =
+      FileLineColLoc::get(context, csv->getBufferIdentifier(), 1, 1);
   if (options->spec.empty()) {
     emitError(csvLoc) << "--pipe-from-csv needs --pipe-spec=FILE with the "
                          "pipe.pipeline the CSV schedules";
@@ -294,11 +302,11 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
     pipeline = p;
   }
   if (!pipeline) {
-    emitError(module->getLoc()) << "no pipe.pipeline"
-                                << (options->pipelineName.empty()
-                                        ? std::string()
-                                        : " named @" + options->pipelineName)
-                                << " in " << options->spec;
+    emitError(module->getLoc())
+        << "no pipe.pipeline"
+        << (options->pipelineName.empty() ? std::string()
+                                          : " named @" + options->pipelineName)
+        << " in " << options->spec;
     return nullptr;
   }
   sched::Problem problem = problemFromPipeline(pipeline);
@@ -312,7 +320,9 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
                                         e.position.line, e.position.column))
               << e.message;
         },
-        [&](const llvm::ErrorInfoBase &e) { emitError(csvLoc) << e.message(); });
+        [&](const llvm::ErrorInfoBase &e) {
+          emitError(csvLoc) << e.message();
+        });
     return nullptr;
   }
   OpBuilder builder(context);

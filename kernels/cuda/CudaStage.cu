@@ -39,7 +39,8 @@ public:
     check(cudaSetDevice(device), "cudaSetDevice");
     if (!failure.empty())
       return;
-    if (cublasStatus_t st = cublasCreate(&handle); st != CUBLAS_STATUS_SUCCESS) {
+    if (cublasStatus_t st = cublasCreate(&handle);
+        st != CUBLAS_STATUS_SUCCESS) {
       fail(fmt::format("cublasCreate: {}", cublasGetStatusString(st)));
       handle = nullptr;
       return;
@@ -117,8 +118,8 @@ public:
   }
   void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
             int lda, long long strideA, const float *b, int ldb,
-            long long strideB, float beta, float *c, int ldc,
-            long long strideC, int batch) {
+            long long strideB, float beta, float *c, int ldc, long long strideC,
+            int batch) {
     if (!failure.empty() || !handle || !a || !b || !c)
       return;
     const float one = 1.0f;
@@ -130,8 +131,8 @@ public:
                 "cublasSgemm");
     else
       checkBlas(cublasSgemmStridedBatched(handle, opA, opB, m, n, k, &one, a,
-                                          lda, strideA, b, ldb, strideB,
-                                          &beta, c, ldc, strideC, batch),
+                                          lda, strideA, b, ldb, strideB, &beta,
+                                          c, ldc, strideC, batch),
                 "cublasSgemmStridedBatched");
   }
 
@@ -204,9 +205,9 @@ StageFactory stagecraft::kernels::cuda::cudaStages(int gpu, void *stream,
                                                    std::function<bool()> stop) {
   auto s = static_cast<cudaStream_t>(stream);
   StageFactory f;
-  f.make = [gpu, s, stop](const ModelConfig &c, int index, int numStages,
-                       int firstLayer, int layers)
-      -> llvm::Expected<std::unique_ptr<LayerStage>> {
+  f.make = [gpu, s, stop](
+               const ModelConfig &c, int index, int numStages, int firstLayer,
+               int layers) -> llvm::Expected<std::unique_ptr<LayerStage>> {
     auto stage = std::make_unique<device::DeviceStage<CudaDevice>>(
         std::make_unique<CudaDevice>(gpu, s, stop), c, index, numStages,
         firstLayer, layers);

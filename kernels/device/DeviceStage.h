@@ -44,8 +44,8 @@ namespace stagecraft::kernels::device {
 
 template <class Dev> class DeviceStage final : public LayerStage {
 public:
-  DeviceStage(std::unique_ptr<Dev> device, const ModelConfig &config,
-              int index, int numStages, int firstLayer, int layers)
+  DeviceStage(std::unique_ptr<Dev> device, const ModelConfig &config, int index,
+              int numStages, int firstLayer, int layers)
       : dev(std::move(device)), c(config), first(index == 0),
         last(index == numStages - 1) {
     if (first) {
@@ -179,9 +179,9 @@ private:
   };
   struct MicrobatchStash {
     std::vector<BlockStash> blocks;
-    Vec dEmbedded;                       // first stage
-    Vec xhatf, invf, hf, dlogits, dhf;   // last stage
-    Vec input;                           // full recomputation, not first
+    Vec dEmbedded;                     // first stage
+    Vec xhatf, invf, hf, dlogits, dhf; // last stage
+    Vec input;                         // full recomputation, not first
   };
   /// The forward of \p mb into \p st, keeping what \p mode keeps (full:
   /// one layer's intermediates at a time, dropped), as the reference stages
@@ -203,7 +203,7 @@ private:
   size_t layerBase() const { return first ? 2 : 0; }
   Layer layer(int l) {
     size_t k = layerBase() + 6 * static_cast<size_t>(l);
-    return {&params[k], &params[k + 1], &params[k + 2],
+    return {&params[k],     &params[k + 1], &params[k + 2],
             &params[k + 3], &params[k + 4], &params[k + 5]};
   }
   DeviceParam &finalNorm() { return params[params.size() - 2]; }
@@ -222,12 +222,12 @@ private:
             const float *b, int ldb, float *cm, int ldc, bool accumulate,
             int batch = 1, long long sA = 0, long long sB = 0,
             long long sC = 0) {
-    dev->gemm(tB, tA, n, m, k, b, ldb, sB, a, lda, sA,
-              accumulate ? 1.0f : 0.0f, cm, ldc, sC, batch);
+    dev->gemm(tB, tA, n, m, k, b, ldb, sB, a, lda, sA, accumulate ? 1.0f : 0.0f,
+              cm, ldc, sC, batch);
   }
   /// Dense row-major operands (the leading dimensions follow the shapes).
-  void mm(bool tA, bool tB, int m, int n, int k, const float *a,
-          const float *b, float *cm, bool accumulate) {
+  void mm(bool tA, bool tB, int m, int n, int k, const float *a, const float *b,
+          float *cm, bool accumulate) {
     gemm(tA, tB, m, n, k, a, tA ? m : k, b, tB ? k : n, cm, n, accumulate);
   }
   void copy(Vec &dst, const float *src, size_t n) {
@@ -260,8 +260,7 @@ private:
   std::string misuse;
 };
 
-template <class Dev>
-void DeviceStage<Dev>::attentionForward(BlockStash &s) {
+template <class Dev> void DeviceStage<Dev>::attentionForward(BlockStash &s) {
   const int B = c.batch, S = c.sequence, H = c.hidden, nh = c.heads,
             dh = H / nh;
   const long long SS = static_cast<long long>(S) * S;
@@ -278,8 +277,8 @@ void DeviceStage<Dev>::attentionForward(BlockStash &s) {
   for (int b = 0; b < B; ++b) {
     const float *q = s.qkv.get() + static_cast<size_t>(b) * S * 3 * H;
     gemm(false, false, S, dh, S, s.probs.get() + b * nh * SS, S, q + 2 * H,
-         3 * H, s.attn.get() + static_cast<size_t>(b) * S * H, H, false, nh,
-         SS, dh, dh);
+         3 * H, s.attn.get() + static_cast<size_t>(b) * S * H, H, false, nh, SS,
+         dh, dh);
   }
 }
 
@@ -295,17 +294,17 @@ void DeviceStage<Dev>::attentionBackward(BlockStash &s, const float *dattn,
     gemm(false, true, S, S, dh, dattn + static_cast<size_t>(b) * S * H, H,
          q + 2 * H, 3 * H, dS.get() + b * nh * SS, S, false, nh, dh, dh, SS);
   }
-  dev->forEach(B * nh * S,
-               CausalSoftmaxBackward{S, 1.0f / std::sqrt(static_cast<float>(dh)),
-                                     s.probs.get(), dS.get()});
+  dev->forEach(B * nh * S, CausalSoftmaxBackward{
+                               S, 1.0f / std::sqrt(static_cast<float>(dh)),
+                               s.probs.get(), dS.get()});
   for (int b = 0; b < B; ++b) {
     const float *q = s.qkv.get() + static_cast<size_t>(b) * S * 3 * H;
     const float *dO = dattn + static_cast<size_t>(b) * S * H;
     float *dq = dqkv + static_cast<size_t>(b) * S * 3 * H;
     const float *dSb = dS.get() + b * nh * SS, *P = s.probs.get() + b * nh * SS;
     // dQ = dS K, dK = dS^T Q, dV = P^T dO.
-    gemm(false, false, S, dh, S, dSb, S, q + H, 3 * H, dq, 3 * H, false, nh,
-         SS, dh, dh);
+    gemm(false, false, S, dh, S, dSb, S, q + H, 3 * H, dq, 3 * H, false, nh, SS,
+         dh, dh);
     gemm(true, false, S, dh, S, dSb, S, q, 3 * H, dq + H, 3 * H, false, nh, SS,
          dh, dh);
     gemm(true, false, S, dh, S, P, S, dO, H, dq + 2 * H, 3 * H, false, nh, SS,
@@ -388,8 +387,8 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
   const int T = c.tokens(), H = c.hidden, F = c.ffn(), V = c.vocab;
   auto found = stash.find(mb);
   if (found == stash.end()) {
-    misuse = fmt::format("backward input of microbatch {} before its forward",
-                         mb);
+    misuse =
+        fmt::format("backward input of microbatch {} before its forward", mb);
     return;
   }
   MicrobatchStash &st = found->second;
@@ -401,8 +400,7 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
   case Recompute::Full: {
     Vec in = std::move(st.input);
     Vec out = vec(last ? 1 : tokensTimes(H));
-    runForward(mb, first ? nullptr : in.get(), out.get(), st,
-               Recompute::None);
+    runForward(mb, first ? nullptr : in.get(), out.get(), st, Recompute::None);
     break;
   }
   case Recompute::Selective:
@@ -413,11 +411,11 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
   Vec dx = vec(tokensTimes(H));
   if (last) {
     st.dhf = vec(tokensTimes(H));
-    mm(false, true, T, H, V, st.dlogits.get(), head().value.get(),
-       st.dhf.get(), false);
-    dev->forEach(T, RmsBackwardInput{H, st.dhf.get(),
-                                     finalNorm().value.get(), st.xhatf.get(),
-                                     st.invf.get(), dx.get(), false});
+    mm(false, true, T, H, V, st.dlogits.get(), head().value.get(), st.dhf.get(),
+       false);
+    dev->forEach(T, RmsBackwardInput{H, st.dhf.get(), finalNorm().value.get(),
+                                     st.xhatf.get(), st.invf.get(), dx.get(),
+                                     false});
   } else {
     dev->copy(dx.get(), outputGrad, tokensTimes(H) * 4);
   }
@@ -428,13 +426,11 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
     // Post-attention half.
     s.dy2 = std::move(dx);
     Vec dact = vec(tokensTimes(F));
-    mm(false, true, T, F, H, s.dy2.get(), w.w2->value.get(), dact.get(),
-       false);
+    mm(false, true, T, F, H, s.dy2.get(), w.w2->value.get(), dact.get(), false);
     s.du = vec(tokensTimes(F));
     dev->forEach(T * F, GeluBackward{dact.get(), s.u.get(), s.du.get()});
     s.dh2 = vec(tokensTimes(H));
-    mm(false, true, T, H, F, s.du.get(), w.w1->value.get(), s.dh2.get(),
-       false);
+    mm(false, true, T, H, F, s.du.get(), w.w1->value.get(), s.dh2.get(), false);
     copy(s.dy1, s.dy2.get(), tokensTimes(H));
     dev->forEach(T, RmsBackwardInput{H, s.dh2.get(), w.g2->value.get(),
                                      s.xhat2.get(), s.inv2.get(), s.dy1.get(),
@@ -447,8 +443,8 @@ void DeviceStage<Dev>::backwardInput(int mb, const float *outputGrad,
     s.dqkv = vec(tokensTimes(3 * H));
     attentionBackward(s, dattn.get(), s.dqkv.get());
     s.dh1 = vec(tokensTimes(H));
-    mm(false, true, T, H, 3 * H, s.dqkv.get(), w.wqkv->value.get(),
-       s.dh1.get(), false);
+    mm(false, true, T, H, 3 * H, s.dqkv.get(), w.wqkv->value.get(), s.dh1.get(),
+       false);
     dev->forEach(T, RmsBackwardInput{H, s.dh1.get(), w.g1->value.get(),
                                      s.xhat1.get(), s.inv1.get(), din.get(),
                                      true});
@@ -479,8 +475,8 @@ template <class Dev> void DeviceStage<Dev>::backwardWeight(int mb) {
   }
   MicrobatchStash &st = it->second;
   if (last) {
-    mm(true, false, H, V, T, st.hf.get(), st.dlogits.get(),
-       head().grad.get(), true);
+    mm(true, false, H, V, T, st.hf.get(), st.dlogits.get(), head().grad.get(),
+       true);
     dev->forEach(H, RmsBackwardWeight{T, H, st.dhf.get(), st.xhatf.get(),
                                       finalNorm().grad.get()});
   }
@@ -491,17 +487,16 @@ template <class Dev> void DeviceStage<Dev>::backwardWeight(int mb) {
     mm(true, false, H, F, T, s.h2.get(), s.du.get(), w.w1->grad.get(), true);
     dev->forEach(H, RmsBackwardWeight{T, H, s.dh2.get(), s.xhat2.get(),
                                       w.g2->grad.get()});
-    mm(true, false, H, H, T, s.attn.get(), s.dy1.get(), w.wo->grad.get(),
-       true);
+    mm(true, false, H, H, T, s.attn.get(), s.dy1.get(), w.wo->grad.get(), true);
     mm(true, false, H, 3 * H, T, s.h1.get(), s.dqkv.get(), w.wqkv->grad.get(),
        true);
     dev->forEach(H, RmsBackwardWeight{T, H, s.dh1.get(), s.xhat1.get(),
                                       w.g1->grad.get()});
   }
   if (first)
-    dev->forEach(H, EmbedBackwardWeight{tokens(mb), H, T, st.dEmbedded.get(),
-                                        param(0).grad.get(),
-                                        param(1).grad.get()});
+    dev->forEach(H,
+                 EmbedBackwardWeight{tokens(mb), H, T, st.dEmbedded.get(),
+                                     param(0).grad.get(), param(1).grad.get()});
   stash.erase(it);
 }
 

@@ -87,8 +87,8 @@ public:
 
   void gemm(bool transA, bool transB, int m, int n, int k, const float *a,
             int lda, long long strideA, const float *b, int ldb,
-            long long strideB, float beta, float *c, int ldc,
-            long long strideC, int batch) {
+            long long strideB, float beta, float *c, int ldc, long long strideC,
+            int batch) {
     if (!failure.empty())
       return;
     // cuBLAS's argument rules for a column-major C = op(A) op(B).

@@ -73,10 +73,10 @@ struct PySchedule {
 
   std::vector<std::string> actions(int rank) const {
     if (rank < 0 || rank >= schedule.numRanks())
-      throw nb::index_error(
-          ("rank " + std::to_string(rank) + " out of range: the schedule has " +
-           std::to_string(schedule.numRanks()) + " ranks")
-              .c_str());
+      throw nb::index_error(("rank " + std::to_string(rank) +
+                             " out of range: the schedule has " +
+                             std::to_string(schedule.numRanks()) + " ranks")
+                                .c_str());
     std::vector<std::string> out;
     for (const Action &a : schedule.ranks[rank])
       out.push_back(torchName(a));
@@ -168,7 +168,8 @@ NB_MODULE(_core, m) {
           nb::arg("forward") = 1.0, nb::arg("backward_input") = 1.0,
           nb::arg("backward_weight") = 1.0, nb::arg("activation") = 1.0,
           nb::arg("weight_grad") = nb::none(), nb::arg("name") = "",
-          nb::arg("rank") = nb::none(), nb::arg("forward_backward") = nb::none(),
+          nb::arg("rank") = nb::none(),
+          nb::arg("forward_backward") = nb::none(),
           nb::arg("recomputed") = nb::none(), nb::arg("layers") = 0,
           nb::arg("params") = 0.0, nb::arg("selective") = nb::none(),
           nb::arg("selective_cost") = nb::none(),
@@ -222,8 +223,7 @@ NB_MODULE(_core, m) {
       .def(
           "__init__",
           [](Problem *p, int ranks, int microbatches, std::vector<Stage> stages,
-             double latency, std::string name,
-             std::optional<double> capacity) {
+             double latency, std::string name, std::optional<double> capacity) {
             new (p) Problem();
             p->capacity = capacity;
             p->ranks = ranks;
@@ -254,9 +254,9 @@ NB_MODULE(_core, m) {
               "each microbatch's sequence length (empty: all alike); the "
               "stages' costs and memory are for reference_length")
       .def_rw("reference_length", &Problem::referenceLength)
-      .def("validate",
-           [](const Problem &p) { check(validateProblem(p)); },
-           "Raises ScheduleError unless the problem is well formed.")
+      .def(
+          "validate", [](const Problem &p) { check(validateProblem(p)); },
+          "Raises ScheduleError unless the problem is well formed.")
       .def("__repr__", [](const Problem &p) {
         return fmt::format("Problem(name='{}', ranks={}, microbatches={}, "
                            "stages={}, latency={})",
@@ -268,8 +268,7 @@ NB_MODULE(_core, m) {
                          "A verified per-rank schedule and its simulation.")
       .def_ro("problem", &PySchedule::problem)
       .def_ro("kind", &PySchedule::kind)
-      .def_ro("choice", &PySchedule::choice,
-              "auto: the candidate that won")
+      .def_ro("choice", &PySchedule::choice, "auto: the candidate that won")
       .def_ro("lower_bound", &PySchedule::lowerBound,
               "auto: no placement it considers ends sooner (memory ignored)")
       .def_ro("microbatch_order", &PySchedule::microbatchOrder,
@@ -298,15 +297,15 @@ NB_MODULE(_core, m) {
                    [](const PySchedule &s) { return s.timeline.makespan; })
       .def_prop_ro("bubble_ratio",
                    [](const PySchedule &s) { return s.timeline.bubbleRatio; })
-      .def_prop_ro("peak_memory",
-                   [](const PySchedule &s) {
-                     std::vector<double> peaks;
-                     for (int r = 0, e = s.timeline.peakMemory.size(); r < e;
-                          ++r)
-                       peaks.push_back(s.timeline.peak(r));
-                     return peaks;
-                   },
-                   "Per rank: params + the most live activations")
+      .def_prop_ro(
+          "peak_memory",
+          [](const PySchedule &s) {
+            std::vector<double> peaks;
+            for (int r = 0, e = s.timeline.peakMemory.size(); r < e; ++r)
+              peaks.push_back(s.timeline.peak(r));
+            return peaks;
+          },
+          "Per rank: params + the most live activations")
       .def_prop_ro(
           "recompute",
           [](const PySchedule &s) {
@@ -466,8 +465,7 @@ NB_MODULE(_core, m) {
       []() {
         std::vector<std::string> names;
         for (int k = 0; k <= static_cast<int>(ScheduleKind::Helix); ++k)
-          names.push_back(
-              scheduleKindName(static_cast<ScheduleKind>(k)).str());
+          names.push_back(scheduleKindName(static_cast<ScheduleKind>(k)).str());
         names.push_back("auto");
         names.push_back("exact");
         return names;

@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Runtime.h"
 #include "runtime/Options.h"
+#include "runtime/Runtime.h"
 #include "runtime/cuda/Spin.h"
 
 #include "kernels/cuda/CudaStage.h"
@@ -36,11 +36,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
+#include <deque>
 #include <functional>
 #include <thread>
-#include <deque>
 
 using namespace stagecraft::runtime;
 using namespace stagecraft::pipe;
@@ -146,7 +146,7 @@ struct RankRun {
 
   cudaStream_t compute = nullptr, comm = nullptr;
   std::vector<void *> slots;
-  std::vector<cudaEvent_t> events; // every event this rank created
+  std::vector<cudaEvent_t> events;  // every event this rank created
   std::vector<cudaEvent_t> sending; // per slot: its last send's completion
   /// This rank's staging buffers, reused once their receive copied out.
   std::vector<std::shared_ptr<Staged>> staging;
@@ -317,17 +317,16 @@ struct RankRun {
   llvm::Expected<cudaEvent_t> event(bool timing) {
     cudaEvent_t e;
     SC_CUDA(who, cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
-                                                      : cudaEventDisableTiming));
+                                                     : cudaEventDisableTiming));
     events.push_back(e);
     return e;
   }
 
   std::string describe(const sched::PlanOp &op) const {
-    return fmt::format("{} rank {} ({})",
-                       op.kind == sched::PlanOp::Kind::Send ? "send to"
-                                                            : "receive from",
-                       op.peer,
-                       sched::describeTag(op.buffer.tag, plan.stageNames));
+    return fmt::format(
+        "{} rank {} ({})",
+        op.kind == sched::PlanOp::Kind::Send ? "send to" : "receive from",
+        op.peer, sched::describeTag(op.buffer.tag, plan.stageNames));
   }
 
   /// Posts the receive \p op, or takes the send staged for it. The mailbox
@@ -361,8 +360,8 @@ struct RankRun {
   llvm::Error complete(const sched::PlanOp &op, Posted &posted) {
     Mailbox &box = shared.box(op.peer, rank);
     std::unique_lock<std::mutex> lock(box.mutex);
-    if (llvm::Error err = waitOn(box, lock, describe(op),
-                                 [&] { return posted.recorded; }))
+    if (llvm::Error err =
+            waitOn(box, lock, describe(op), [&] { return posted.recorded; }))
       return err;
     lock.unlock();
     if (posted.done) // null: copied out of a staging buffer on this stream
@@ -376,16 +375,14 @@ struct RankRun {
   llvm::Expected<std::shared_ptr<Posted>> takeStaged(const sched::PlanOp &op,
                                                      Staged &early) {
     if (early.bytes != static_cast<size_t>(op.buffer.bytes))
-      return fail(fmt::format("receive of {} bytes from rank {} ({}) meets a "
-                              "send of {} bytes",
-                              op.buffer.bytes, op.peer,
-                              sched::describeTag(op.buffer.tag,
-                                                 plan.stageNames),
-                              early.bytes));
+      return fail(fmt::format(
+          "receive of {} bytes from rank {} ({}) meets a "
+          "send of {} bytes",
+          op.buffer.bytes, op.peer,
+          sched::describeTag(op.buffer.tag, plan.stageNames), early.bytes));
     SC_CUDA(who, cudaStreamWaitEvent(compute, early.staged, 0));
-    SC_CUDA(who, cudaMemcpyPeerAsync(slots[op.buffer.slot], device,
-                                      early.data, early.device, early.bytes,
-                                      compute));
+    SC_CUDA(who, cudaMemcpyPeerAsync(slots[op.buffer.slot], device, early.data,
+                                     early.device, early.bytes, compute));
     SC_CUDA(who, cudaEventRecord(early.consumed, compute));
     early.taken = true;
     auto posted = std::make_shared<Posted>();
@@ -443,19 +440,18 @@ struct RankRun {
     std::shared_ptr<Posted> posted = box.posted.front();
     box.posted.pop_front();
     if (posted->bytes != bytes)
-      return fail(fmt::format("send of {} bytes to rank {} ({}) meets a "
-                              "receive of {} bytes",
-                              op.buffer.bytes, op.peer,
-                              sched::describeTag(op.buffer.tag,
-                                                 plan.stageNames),
-                              posted->bytes));
+      return fail(fmt::format(
+          "send of {} bytes to rank {} ({}) meets a "
+          "receive of {} bytes",
+          op.buffer.bytes, op.peer,
+          sched::describeTag(op.buffer.tag, plan.stageNames), posted->bytes));
     llvm::Expected<cudaEvent_t> done = event(false);
     if (!done)
       return done.takeError();
     SC_CUDA(who, cudaStreamWaitEvent(comm, posted->slotFree, 0));
     SC_CUDA(who, cudaMemcpyPeerAsync(posted->dst, posted->device,
-                                      slots[op.buffer.slot], device,
-                                      posted->bytes, comm));
+                                     slots[op.buffer.slot], device,
+                                     posted->bytes, comm));
     SC_CUDA(who, cudaEventRecord(*done, comm));
     sending[op.buffer.slot] = *done;
     posted->done = *done;
@@ -469,8 +465,8 @@ struct RankRun {
   llvm::Error computeOn(const sched::PlanOp &op) {
     std::string what = describePlanAction(plan, op.action);
     if (!options.exec.train) {
-      long long n = static_cast<long long>(op.cost * options.exec.timeUnit *
-                                           cycles);
+      long long n =
+          static_cast<long long>(op.cost * options.exec.timeUnit * cycles);
       if (cudaError_t err = cuda::launchSpin(n, compute); err != cudaSuccess)
         return fail(fmt::format("cuda: {}: {}", what, cudaGetErrorString(err)));
       return llvm::Error::success();
@@ -483,7 +479,8 @@ struct RankRun {
       return fail(fmt::format("{}: {}", what, llvm::toString(std::move(err))));
     for (auto &[index, stage] : models.all)
       if (llvm::Error err = stage->status())
-        return fail(fmt::format("{}: {}", what, llvm::toString(std::move(err))));
+        return fail(
+            fmt::format("{}: {}", what, llvm::toString(std::move(err))));
     return llvm::Error::success();
   }
 
@@ -609,7 +606,8 @@ struct RankRun {
       if (++shared.waiting >= shared.ranks)
         shared.arrived.notify_all();
       else
-        shared.arrived.wait(lock, [&] { return shared.waiting >= shared.ranks; });
+        shared.arrived.wait(lock,
+                            [&] { return shared.waiting >= shared.ranks; });
     }
     SC_CUDA(who, cudaEventRecord(*origin, compute));
 
@@ -617,8 +615,8 @@ struct RankRun {
     result.rank = rank;
     if (options.exec.train) {
       if (llvm::Error err = trainSteps(
-              plan, models, *options.exec.train,
-              [&] { return runOps(result); }, result.losses))
+              plan, models, *options.exec.train, [&] { return runOps(result); },
+              result.losses))
         return std::move(err);
     } else if (llvm::Error err = runOps(result)) {
       return std::move(err);
@@ -688,8 +686,8 @@ static llvm::Expected<int> deviceCount() {
   if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess) {
     // Without a driver the runtime says "driver version is insufficient":
     // say what it means.
-    bool noDriver = err == cudaErrorInsufficientDriver ||
-                    err == cudaErrorNoDevice;
+    bool noDriver =
+        err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         fmt::format("no usable CUDA device: {}(cudaGetDeviceCount: {})",
@@ -712,15 +710,17 @@ llvm::Error stagecraft::runtime::withCudaStages(
     return devices.takeError();
   SC_CUDA("device 0", cudaSetDevice(0));
   cudaStream_t stream;
-  SC_CUDA("device 0", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SC_CUDA("device 0",
+          cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   llvm::Error err = fn(stagecraft::kernels::cuda::cudaStages(0, stream));
   cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
   return err;
 }
 
-llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
-                                                       const RunOptions &options) {
+llvm::Expected<RunReport>
+stagecraft::runtime::runCuda(const sched::Plan &plan,
+                             const RunOptions &options) {
   // Options first: they fail the same with or without a GPU.
   const std::string &transport = options.cudaTransport;
   if (transport != "auto" && transport != "copy" && transport != "nccl")
@@ -794,20 +794,20 @@ llvm::Expected<RunReport> stagecraft::runtime::runCuda(const sched::Plan &plan,
   ProgressMonitor monitor(p, options.timeout);
   llvm::Expected<RunReport> report =
       runRankThreads(p, [&](int r) -> llvm::Expected<RankResult> {
-    RankRun run{plan, r, r % devices, shared, monitor, options,
-                cycles[r % devices]};
+        RankRun run{plan,    r,       r % devices,        shared,
+                    monitor, options, cycles[r % devices]};
 #ifdef STAGECRAFT_HAVE_NCCL
-    if (!comms.empty())
-      run.nccl = comms[r];
+        if (!comms.empty())
+          run.nccl = comms[r];
 #endif
-    llvm::Expected<RankResult> result = run.run();
+        llvm::Expected<RankResult> result = run.run();
 #ifdef STAGECRAFT_HAVE_NCCL
-    // An aborted communicator is gone; the rest are destroyed below.
-    if (!comms.empty())
-      comms[r] = run.nccl;
+        // An aborted communicator is gone; the rest are destroyed below.
+        if (!comms.empty())
+          comms[r] = run.nccl;
 #endif
-    return result;
-  });
+        return result;
+      });
 #ifdef STAGECRAFT_HAVE_NCCL
   for (ncclComm_t c : comms)
     if (c)
@@ -829,15 +829,14 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
                                    fmt::format("{}: {}", who, what));
   };
   if (size != plan.numRanks())
-    return error(
-        processCountError(plan.numRanks(), size, options.commandLine));
+    return error(processCountError(plan.numRanks(), size, options.commandLine));
   llvm::Expected<int> devices = deviceCount();
   if (!devices)
     return error(llvm::toString(devices.takeError()));
   // One rank per GPU: the processes of a node take its GPUs in order.
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
-                      MPI_INFO_NULL, &node);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
   int local = 0, localSize = 0;
   MPI_Comm_rank(node, &local);
   MPI_Comm_size(node, &localSize);
@@ -862,8 +861,8 @@ stagecraft::runtime::runCudaMpi(const sched::Plan &plan,
   ncclUniqueId id;
   if (rank == 0)
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-      return error(fmt::format("nccl: ncclGetUniqueId: {}",
-                               ncclGetErrorString(r)));
+      return error(
+          fmt::format("nccl: ncclGetUniqueId: {}", ncclGetErrorString(r)));
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   SC_CUDA(who, cudaSetDevice(device));
   ncclComm_t comm;

@@ -47,8 +47,8 @@ std::vector<std::unique_ptr<LayerStage>> split(const ModelConfig &c,
   for (size_t s = 0; s < layers.size(); ++s) {
     int n = static_cast<int>(layers.size());
     if constexpr (std::is_same_v<S, Stage>)
-      stages.push_back(std::make_unique<Stage>(c, static_cast<int>(s), n,
-                                               first, layers[s]));
+      stages.push_back(
+          std::make_unique<Stage>(c, static_cast<int>(s), n, first, layers[s]));
     else
       stages.push_back(std::make_unique<HostStage>(
           std::make_unique<HostDevice>(), c, static_cast<int>(s), n, first,
@@ -138,8 +138,8 @@ void expectHealthy(std::vector<std::unique_ptr<LayerStage>> &stages) {
 } // namespace
 
 TEST(DeviceModel, OneStepMatchesTheReference) {
-  for (ModelConfig c : {shape(1, 4, 1), shape(2, 5, 2), shape(3, 7, 3),
-                        shape(2, 9, 4)}) {
+  for (ModelConfig c :
+       {shape(1, 4, 1), shape(2, 5, 2), shape(3, 7, 3), shape(2, 9, 4)}) {
     auto ref = split<Stage>(c, {3});
     auto dev = split<HostStage>(c, {1, 2});
     double a = runStep(ref, c, 0), b = runStep(dev, c, 0);

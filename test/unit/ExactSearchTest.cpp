@@ -103,8 +103,8 @@ TEST(ExactSearch, OptimumBracketsBoundKindsAndAuto) {
               {*placeContiguous(problem, true), ScheduleKind::ZBH1}};
           if (twoPerRank) {
             placements.push_back({*placeVShape(problem), ScheduleKind::ZBV});
-            placements.push_back({*placeRoundRobin(problem, 2),
-                                  ScheduleKind::Interleaved1F1B});
+            placements.push_back(
+                {*placeRoundRobin(problem, 2), ScheduleKind::Interleaved1F1B});
           }
           double optimum = std::numeric_limits<double>::infinity();
           bool allProven = true;

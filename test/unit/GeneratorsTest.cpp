@@ -75,8 +75,8 @@ TEST(Interleaved1F1B, MegatronBubbleWhenMicrobatchesAreMultiplesOfRanks) {
         for (Costs c : costGrid()) {
           int m = k * p;
           Problem problem = uniformProblem(p, m, p * v, c);
-          Timeline t = generateAndSimulate(
-              problem, {ScheduleKind::Interleaved1F1B, v});
+          Timeline t =
+              generateAndSimulate(problem, {ScheduleKind::Interleaved1F1B, v});
           double chunk = c.forward + c.backwardInput + c.backwardWeight;
           // Work m * v * chunk per rank plus Megatron's (p - 1) chunk bubble.
           EXPECT_NEAR(t.makespan, (m * v + p - 1) * chunk, 1e-9)
@@ -109,7 +109,8 @@ TEST(Interleaved1F1B, ValidForEveryMicrobatchCount) {
         llvm::Expected<Timeline> t = simulate(problem, *s);
         ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
         // Never worse than running the same placement as GPipe.
-        Timeline gpipe = *simulate(problem, generateGPipe(problem, s->placement));
+        Timeline gpipe =
+            *simulate(problem, generateGPipe(problem, s->placement));
         EXPECT_LE(t->makespan, gpipe.makespan + 1e-9)
             << "p=" << p << " v=" << v << " m=" << m;
         // Never more in flight than GPipe's m * v chunks.
@@ -134,15 +135,17 @@ TEST(Interleaved1F1B, BeatsOneFOneBOnSameModel) {
 
 TEST(Interleaved1F1B, RejectsStageCountNotRanksTimesChunks) {
   Problem problem = uniformProblem(4, 8, 6);
-  EXPECT_EQ(errorMessage(generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 0})
-                             .takeError()),
-            "interleaved placement needs a stage count divisible by the ranks: "
-            "pipeline @p has 6 stages for 4 ranks");
+  EXPECT_EQ(
+      errorMessage(generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 0})
+                       .takeError()),
+      "interleaved placement needs a stage count divisible by the ranks: "
+      "pipeline @p has 6 stages for 4 ranks");
   Problem eight = uniformProblem(4, 8, 8);
-  EXPECT_EQ(errorMessage(generateSchedule(eight, {ScheduleKind::Interleaved1F1B, 3})
-                             .takeError()),
-            "interleaved placement with 3 chunks on 4 ranks needs 12 stages, "
-            "pipeline @p has 8");
+  EXPECT_EQ(
+      errorMessage(generateSchedule(eight, {ScheduleKind::Interleaved1F1B, 3})
+                       .takeError()),
+      "interleaved placement with 3 chunks on 4 ranks needs 12 stages, "
+      "pipeline @p has 8");
 }
 
 TEST(Placement, ContiguousBlocksWhenStagesOutnumberRanks) {
@@ -155,7 +158,8 @@ TEST(Placement, ContiguousBlocksWhenStagesOutnumberRanks) {
     for (int n = p; n <= 3 * p; ++n)
       for (int m = 1; m <= 2 * p; ++m) {
         Problem blocks = uniformProblem(p, m, n);
-        for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+        for (ScheduleKind kind :
+             {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
           llvm::Expected<Schedule> s = generateSchedule(blocks, {kind});
           ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
           EXPECT_FALSE(verifySchedule(blocks, *s));
@@ -167,7 +171,8 @@ TEST(Placement, PinsAreHonouredOrRejected) {
   Problem problem = uniformProblem(2, 4, 2);
   problem.stages[0].rank = 1;
   problem.stages[1].rank = 0;
-  llvm::Expected<Schedule> s = generateSchedule(problem, {ScheduleKind::OneFOneB});
+  llvm::Expected<Schedule> s =
+      generateSchedule(problem, {ScheduleKind::OneFOneB});
   ASSERT_TRUE(!!s);
   EXPECT_EQ(s->placement, (std::vector<int>{1, 0}));
   EXPECT_FALSE(verifySchedule(problem, *s));
@@ -176,10 +181,12 @@ TEST(Placement, PinsAreHonouredOrRejected) {
   split.stages[0].rank = 0;
   split.stages[1].rank = 1;
   split.stages[2].rank = 0;
-  EXPECT_EQ(errorMessage(generateSchedule(split, {ScheduleKind::OneFOneB}).takeError()),
-            "stages pinned to rank 0 are not contiguous (@s2 follows a stage on "
-            "rank 1); this kind needs one block of consecutive stages per "
-            "rank, use interleaved-1f1b or gpipe");
+  EXPECT_EQ(
+      errorMessage(
+          generateSchedule(split, {ScheduleKind::OneFOneB}).takeError()),
+      "stages pinned to rank 0 are not contiguous (@s2 follows a stage on "
+      "rank 1); this kind needs one block of consecutive stages per "
+      "rank, use interleaved-1f1b or gpipe");
   // GPipe runs any placement.
   llvm::Expected<Schedule> g = generateSchedule(split, {ScheduleKind::GPipe});
   ASSERT_TRUE(!!g);
@@ -191,7 +198,8 @@ TEST(Generators, KindNamesRoundTripAndUnknownKindsFail) {
        {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
         ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1, ScheduleKind::ZBH2,
         ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
-    llvm::Expected<ScheduleKind> parsed = parseScheduleKind(scheduleKindName(kind));
+    llvm::Expected<ScheduleKind> parsed =
+        parseScheduleKind(scheduleKindName(kind));
     ASSERT_TRUE(!!parsed);
     EXPECT_EQ(*parsed, kind);
   }
@@ -206,12 +214,14 @@ TEST(Generators, InvalidProblemsFail) {
             "3 stages cannot occupy 4 ranks: some rank would host no stage");
   Problem negative = uniformProblem(2, 2, 2);
   negative.stages[1].backwardInput = -1;
-  EXPECT_EQ(errorMessage(generateSchedule(negative, {}).takeError()),
-            "stage @s1: 'backward_input' must be finite and non-negative, got -1");
+  EXPECT_EQ(
+      errorMessage(generateSchedule(negative, {}).takeError()),
+      "stage @s1: 'backward_input' must be finite and non-negative, got -1");
   Problem chunks = uniformProblem(2, 2, 2);
-  EXPECT_EQ(errorMessage(
-                generateSchedule(chunks, {ScheduleKind::OneFOneB, 2}).takeError()),
-            "chunks=2 applies to interleaved-1f1b only, not 1f1b");
+  EXPECT_EQ(
+      errorMessage(
+          generateSchedule(chunks, {ScheduleKind::OneFOneB, 2}).takeError()),
+      "chunks=2 applies to interleaved-1f1b only, not 1f1b");
 }
 
 } // namespace

@@ -75,14 +75,14 @@ void expectEdgesKept(const Problem &problem, const Schedule &schedule,
   auto at = [&](int kind, int s, int m) { return timed[{kind, s, m}]; };
   for (size_t r = 0; r < t.ranks.size(); ++r)
     for (const TimedAction &ta : t.ranks[r]) {
-      int kind = ta.action.kind == ActionKind::Forward ? 0
+      int kind = ta.action.kind == ActionKind::Forward          ? 0
                  : ta.action.kind == ActionKind::BackwardWeight ? 2
                                                                 : 1;
       timed[{kind, ta.action.stage, ta.action.microbatch}] = ta;
     }
   auto lat = [&](int a, int b) {
     return schedule.placement[a] == schedule.placement[b] ? 0.0
-                                                           : problem.latency;
+                                                          : problem.latency;
   };
   for (int s = 0; s < problem.numStages(); ++s)
     for (int m = 0; m < problem.microbatches; ++m) {
@@ -109,8 +109,8 @@ TEST(Graph, EveryGraphKindVerifiesKeepsEdgesAndLowers) {
         << errorMessage(validateProblem(problem));
     for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
                               ScheduleKind::ZBH1, ScheduleKind::ZBH2}) {
-      std::string what = "trial " + std::to_string(trial) + " " +
-                         scheduleKindName(kind).str();
+      std::string what =
+          "trial " + std::to_string(trial) + " " + scheduleKindName(kind).str();
       llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
       ASSERT_TRUE(!!s) << what << ": " << llvm::toString(s.takeError());
       EXPECT_EQ(errorMessage(verifySchedule(problem, *s)), "") << what;

@@ -78,11 +78,11 @@ TEST(Helix, AGroupsAttentionsOfALayerRunOnEveryRank) {
 TEST(Helix, LayersMustDivideOverRanks) {
   TransformerShape shape = small(1024);
   shape.layers = 6;
-  EXPECT_EQ(errorMessage(helixTaskGraph(shape, layerCosts(shape), Link{}, 4, 8,
-                                        {})
-                             .takeError()),
-            "helix places the blocks of layers k*p + r on rank r: 6 layers do "
-            "not divide over 4 ranks");
+  EXPECT_EQ(
+      errorMessage(helixTaskGraph(shape, layerCosts(shape), Link{}, 4, 8, {})
+                       .takeError()),
+      "helix places the blocks of layers k*p + r on rank r: 6 layers do "
+      "not divide over 4 ranks");
 }
 
 TEST(Helix, AdvantageGrowsWithSequenceLength) {
@@ -129,8 +129,8 @@ TEST(HelixKind, ValidForAnyLayersAndMicrobatches) {
           double busy = 0;
           for (double b : t->busy)
             busy += b;
-          double expected = m * ((layers + 1) * (1.0 + 2.0 + 1.0) +
-                                 layers * (1.5 + 3.0));
+          double expected =
+              m * ((layers + 1) * (1.0 + 2.0 + 1.0) + layers * (1.5 + 3.0));
           EXPECT_NEAR(busy, expected, 1e-9);
           for (int r = 0; r < p; ++r)
             EXPECT_GE(t->busy[r], 0.0);
@@ -178,8 +178,8 @@ TEST(HelixKind, LowersToAVerifiedProgramWithAttentionTransfers) {
 TEST(HelixKind, NeedsAttentionOnEveryStageButTheLast) {
   Problem problem = helixProblem(2, 2, 2);
   problem.stages[1].attention.reset();
-  EXPECT_EQ(errorMessage(generateSchedule(problem, {ScheduleKind::Helix})
-                             .takeError()),
+  EXPECT_EQ(errorMessage(
+                generateSchedule(problem, {ScheduleKind::Helix}).takeError()),
             "helix cuts every layer at its attention: stage @s1 needs "
             "attention(...) (every stage but the last does)");
 }

@@ -104,8 +104,8 @@ TEST(Lengths, EveryKindOverGrid) {
           for (double l : problem.lengths)
             sum += l;
           problem.referenceLength = sum / m;
-          std::string where = fmt::format("{} p={} m={} q={}", kind, p, m,
-                                          quadratic);
+          std::string where =
+              fmt::format("{} p={} m={} q={}", kind, p, m, quadratic);
           KindRequest request;
           request.kind = kind;
           request.timeLimit = 0.2;
@@ -130,9 +130,9 @@ TEST(Lengths, EveryKindOverGrid) {
           EXPECT_GE(t.makespan,
                     lowerBound(problem, r->schedule.placement) - 1e-9)
               << where;
-          EXPECT_GE(t.makespan, memoryAwareLowerBound(
-                                    problem, r->schedule.placement, {}) -
-                                    1e-9)
+          EXPECT_GE(t.makespan,
+                    memoryAwareLowerBound(problem, r->schedule.placement, {}) -
+                        1e-9)
               << where;
 
           if (std::string(kind) == "auto")
@@ -157,8 +157,8 @@ TEST(Lengths, BuffersAreSizedPerMicrobatch) {
   for (Stage &s : problem.stages)
     s.output = 1.0;
   Schedule schedule = *generateSchedule(problem, {ScheduleKind::OneFOneB});
-  Plan plan = buildPlan(problem, lowerCommunication(problem, schedule), "s",
-                        1000);
+  Plan plan =
+      buildPlan(problem, lowerCommunication(problem, schedule), "s", 1000);
   std::map<int, std::set<int64_t>> bytes; // microbatch -> message sizes
   for (const PlanRank &rank : plan.ranks)
     for (const PlanOp &op : rank.ops)
@@ -212,9 +212,9 @@ TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {
     llvm::Expected<Timeline> back = simulate(seen, r->schedule);
     ASSERT_TRUE(!!back) << where;
     EXPECT_NEAR(back->makespan, r->timeline.makespan, 1e-9) << where;
-    EXPECT_LE(*std::max_element(back->peakMemory.begin(),
-                                back->peakMemory.end()),
-              limit + 1e-9)
+    EXPECT_LE(
+        *std::max_element(back->peakMemory.begin(), back->peakMemory.end()),
+        limit + 1e-9)
         << where;
     for (const Schedule &given : {start, oneF}) {
       llvm::Expected<Timeline> t = simulate(problem, given);
@@ -232,8 +232,8 @@ TEST(Lengths, AutoChoosesAnOrderAndKeepsItsPromises) {
       const Timeline &t = f->timeline;
       if (*std::max_element(t.peakMemory.begin(), t.peakMemory.end()) <=
           limit + 1e-9) {
-        EXPECT_LE(r->timeline.makespan, t.makespan + 1e-9) << where << " vs "
-                                                           << kind;
+        EXPECT_LE(r->timeline.makespan, t.makespan + 1e-9)
+            << where << " vs " << kind;
       }
     }
   }

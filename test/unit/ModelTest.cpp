@@ -164,58 +164,57 @@ namespace {
 
 TEST(HelixModel, CutAtAttentionComputesTheSameModel) {
   for (bool recompute : {false, true}) {
-  ModelConfig c = tiny();
-  const int L = 3;
-  std::vector<Stage> whole = split(c, {L});
-  double reference = runStep(whole, c);
+    ModelConfig c = tiny();
+    const int L = 3;
+    std::vector<Stage> whole = split(c, {L});
+    double reference = runStep(whole, c);
 
-  std::vector<HelixBlock> blocks;
-  for (int j = 0; j <= L; ++j)
-    blocks.emplace_back(c, j, L, [recompute](int) { return recompute; });
-  std::vector<HelixAttention> attention(L, HelixAttention(c));
-  const size_t n = static_cast<size_t>(c.tokens()) * c.hidden;
-  double loss = 0;
-  for (int mb = 0; mb < c.microbatches; ++mb) {
-    std::vector<std::vector<float>> x(L + 1, std::vector<float>(n)),
-        qkv(L, std::vector<float>(3 * n)), att(L, std::vector<float>(n));
-    for (int j = 0; j <= L; ++j) {
-      blocks[j].forward(mb, j ? x[j - 1].data() : nullptr,
-                        j ? att[j - 1].data() : nullptr,
-                        j < L ? x[j].data() : nullptr,
-                        j < L ? qkv[j].data() : nullptr);
-      if (j < L)
-        attention[j].forward(mb, qkv[j].data(), att[j].data());
+    std::vector<HelixBlock> blocks;
+    for (int j = 0; j <= L; ++j)
+      blocks.emplace_back(c, j, L, [recompute](int) { return recompute; });
+    std::vector<HelixAttention> attention(L, HelixAttention(c));
+    const size_t n = static_cast<size_t>(c.tokens()) * c.hidden;
+    double loss = 0;
+    for (int mb = 0; mb < c.microbatches; ++mb) {
+      std::vector<std::vector<float>> x(L + 1, std::vector<float>(n)),
+          qkv(L, std::vector<float>(3 * n)), att(L, std::vector<float>(n));
+      for (int j = 0; j <= L; ++j) {
+        blocks[j].forward(
+            mb, j ? x[j - 1].data() : nullptr, j ? att[j - 1].data() : nullptr,
+            j < L ? x[j].data() : nullptr, j < L ? qkv[j].data() : nullptr);
+        if (j < L)
+          attention[j].forward(mb, qkv[j].data(), att[j].data());
+      }
+      loss += blocks[L].loss(mb) / c.microbatches;
+      std::vector<std::vector<float>> dx(L + 1, std::vector<float>(n)),
+          datt(L, std::vector<float>(n)), dqkv(L, std::vector<float>(3 * n));
+      for (int j = L; j >= 0; --j) {
+        if (j < L)
+          attention[j].backward(mb, datt[j].data(), dqkv[j].data());
+        blocks[j].backwardInput(mb, j < L ? dx[j].data() : nullptr,
+                                j < L ? dqkv[j].data() : nullptr,
+                                j ? dx[j - 1].data() : nullptr,
+                                j ? datt[j - 1].data() : nullptr);
+        blocks[j].backwardWeight(mb);
+      }
     }
-    loss += blocks[L].loss(mb) / c.microbatches;
-    std::vector<std::vector<float>> dx(L + 1, std::vector<float>(n)),
-        datt(L, std::vector<float>(n)), dqkv(L, std::vector<float>(3 * n));
-    for (int j = L; j >= 0; --j) {
-      if (j < L)
-        attention[j].backward(mb, datt[j].data(), dqkv[j].data());
-      blocks[j].backwardInput(mb, j < L ? dx[j].data() : nullptr,
-                              j < L ? dqkv[j].data() : nullptr,
-                              j ? dx[j - 1].data() : nullptr,
-                              j ? datt[j - 1].data() : nullptr);
-      blocks[j].backwardWeight(mb);
-    }
-  }
-  EXPECT_NEAR(loss, reference, 1e-12);
-  std::map<std::string, const std::vector<float> *> byName;
-  for (Stage &s : whole)
-    for (Parameter &p : s.parameters())
-      byName[p.name] = &p.grad;
-  size_t matched = 0;
-  for (HelixBlock &b : blocks)
-    for (Parameter &p : b.parameters()) {
-      ASSERT_TRUE(byName.count(p.name)) << p.name;
-      const std::vector<float> &ref = *byName[p.name];
-      ASSERT_EQ(ref.size(), p.grad.size());
-      for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_NEAR(p.grad[i], ref[i], 1e-6f + 1e-5f * std::fabs(ref[i]))
-            << p.name << "[" << i << "]";
-      ++matched;
-    }
-  EXPECT_EQ(matched, byName.size());
+    EXPECT_NEAR(loss, reference, 1e-12);
+    std::map<std::string, const std::vector<float> *> byName;
+    for (Stage &s : whole)
+      for (Parameter &p : s.parameters())
+        byName[p.name] = &p.grad;
+    size_t matched = 0;
+    for (HelixBlock &b : blocks)
+      for (Parameter &p : b.parameters()) {
+        ASSERT_TRUE(byName.count(p.name)) << p.name;
+        const std::vector<float> &ref = *byName[p.name];
+        ASSERT_EQ(ref.size(), p.grad.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          EXPECT_NEAR(p.grad[i], ref[i], 1e-6f + 1e-5f * std::fabs(ref[i]))
+              << p.name << "[" << i << "]";
+        ++matched;
+      }
+    EXPECT_EQ(matched, byName.size());
   }
 }
 

@@ -102,8 +102,7 @@ TEST(Objective, SpanBoundIsNeverAboveAnySchedulesSpan) {
       }
       Timeline t = llvm::cantFail(simulate(problem, *s));
       // On its own placement, and over every placement.
-      EXPECT_LE(spanLowerBound(problem, s->placement),
-                t.maxSpan() * (1 + 1e-9))
+      EXPECT_LE(spanLowerBound(problem, s->placement), t.maxSpan() * (1 + 1e-9))
           << scheduleKindName(options.kind).str();
       EXPECT_LE(bound, t.maxSpan() * (1 + 1e-9));
     }
@@ -136,7 +135,8 @@ TEST(Objective, ParsesItsNamesAndRefusesOthers) {
   exact.objective = Objective::Span;
   llvm::Expected<KindResult> r = scheduleByName(uniformProblem(2, 2, 2), exact);
   ASSERT_FALSE(bool(r));
-  EXPECT_NE(llvm::toString(r.takeError()).find("for objective=span use "
-                                               "kind=auto"),
+  EXPECT_NE(llvm::toString(r.takeError())
+                .find("for objective=span use "
+                      "kind=auto"),
             std::string::npos);
 }

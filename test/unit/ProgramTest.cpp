@@ -74,8 +74,8 @@ TEST(Lowering, EveryKindLowersToAVerifiedProgramAndPlan) {
 }
 
 /// Per rank, the instruction index of each receive (by message).
-std::map<std::tuple<int, int, int>, int> receivePositions(const Program &program,
-                                                          int rank) {
+std::map<std::tuple<int, int, int>, int>
+receivePositions(const Program &program, int rank) {
   std::map<std::tuple<int, int, int>, int> at;
   int computes = 0;
   for (const Instruction &instr : program.ranks[rank]) {
@@ -99,16 +99,16 @@ TEST(Lowering, EarlyReceivesAreVerifiedNeverLaterAndMoveUp) {
         for (ScheduleKind kind :
              {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
               ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
-              ScheduleKind::ZBH2, ScheduleKind::ZBV,
-              ScheduleKind::DualPipeV}) {
+              ScheduleKind::ZBH2, ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
           Problem problem =
               uniformProblem(p, m, 2 * p, {1.0, 1.0, 0.5}, latency);
           llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
           ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
           Program standard = lowerCommunication(problem, *s);
           Program early = lowerCommunicationEarlyReceives(problem, *s);
-          std::string what = scheduleKindName(kind).str() + " p=" +
-                             std::to_string(p) + " m=" + std::to_string(m);
+          std::string what = scheduleKindName(kind).str() +
+                             " p=" + std::to_string(p) +
+                             " m=" + std::to_string(m);
           ASSERT_FALSE(verifyProgram(problem, early)) << what;
           // The same computes in the same order, the same transfers.
           EXPECT_EQ(early.computeSchedule().ranks, s->ranks) << what;
@@ -139,8 +139,8 @@ TEST(Lowering, EarlyReceivesPostTheNextForwardInputDuringTheCurrentCompute) {
 
 TEST(Lowering, OneFOneBPairsSendAndReceiveInGroups) {
   Problem problem = uniformProblem(2, 2, 2);
-  Program program =
-      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Program program = lowerCommunication(
+      problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
   // Rank 0: F0 send, F1 {send act1, recv grad0}, B0, recv grad1, B1.
   const auto &r0 = program.ranks[0];
   ASSERT_EQ(r0.size(), 7u);
@@ -158,7 +158,8 @@ TEST(ProgramVerifier, NamesTheCycleOfAHang) {
       {Instruction::compute({F, 0, 0}), Instruction::comm(recv(1, Grad, 1, 0)),
        Instruction::comm(send(1, Act, 0, 0)), Instruction::compute({B, 0, 0})},
       {Instruction::comm(recv(0, Act, 0, 0)), Instruction::compute({F, 1, 0}),
-       Instruction::compute({B, 1, 0}), Instruction::comm(send(0, Grad, 1, 0))}};
+       Instruction::compute({B, 1, 0}),
+       Instruction::comm(send(0, Grad, 1, 0))}};
   llvm::Error err = verifyProgram(problem, program);
   ASSERT_TRUE(!!err);
   llvm::handleAllErrors(std::move(err), [](const ScheduleError &e) {
@@ -171,9 +172,10 @@ TEST(ProgramVerifier, NamesTheCycleOfAHang) {
               "0");
   });
   // The same exchange as one group is posted at once and completes.
-  program.ranks[0] = {Instruction::compute({F, 0, 0}),
-                      Instruction::group({recv(1, Grad, 1, 0), send(1, Act, 0, 0)}),
-                      Instruction::compute({B, 0, 0})};
+  program.ranks[0] = {
+      Instruction::compute({F, 0, 0}),
+      Instruction::group({recv(1, Grad, 1, 0), send(1, Act, 0, 0)}),
+      Instruction::compute({B, 0, 0})};
   EXPECT_FALSE(verifyProgram(problem, program));
 }
 
@@ -183,13 +185,15 @@ TEST(ProgramVerifier, RejectsMismatchedChannelOrder) {
   program.placement = {0, 1};
   program.ranks = {
       {Instruction::compute({F, 0, 0}), Instruction::compute({F, 0, 1}),
-       Instruction::comm(send(1, Act, 0, 1)), Instruction::comm(send(1, Act, 0, 0)),
+       Instruction::comm(send(1, Act, 0, 1)),
+       Instruction::comm(send(1, Act, 0, 0)),
        Instruction::comm(recv(1, Grad, 1, 0)), Instruction::compute({B, 0, 0}),
        Instruction::comm(recv(1, Grad, 1, 1)), Instruction::compute({B, 0, 1})},
       {Instruction::comm(recv(0, Act, 0, 0)), Instruction::compute({F, 1, 0}),
        Instruction::compute({B, 1, 0}), Instruction::comm(send(0, Grad, 1, 0)),
        Instruction::comm(recv(0, Act, 0, 1)), Instruction::compute({F, 1, 1}),
-       Instruction::compute({B, 1, 1}), Instruction::comm(send(0, Grad, 1, 1))}};
+       Instruction::compute({B, 1, 1}),
+       Instruction::comm(send(0, Grad, 1, 1))}};
   EXPECT_EQ(errorMessage(verifyProgram(problem, program)),
             "channel 0 -> 1: send #0 carries act(@s0, mb 1) but the receive it "
             "is matched with expects act(@s0, mb 0)\n  the matched receive");
@@ -197,8 +201,8 @@ TEST(ProgramVerifier, RejectsMismatchedChannelOrder) {
 
 TEST(ProgramVerifier, RejectsAComputeWithoutItsInput) {
   Problem problem = uniformProblem(2, 1, 2);
-  Program program =
-      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::GPipe}));
+  Program program = lowerCommunication(
+      problem, *generateSchedule(problem, {ScheduleKind::GPipe}));
   program.ranks[1].erase(program.ranks[1].begin()); // the first receive
   EXPECT_EQ(errorMessage(verifyProgram(problem, program)),
             "forward @s1 mb 0 needs act(@s0, mb 0) from rank 0, which rank 1 "
@@ -207,8 +211,8 @@ TEST(ProgramVerifier, RejectsAComputeWithoutItsInput) {
 
 TEST(PlanFile, RejectsBadVersionsTruncationAndBadIndices) {
   Problem problem = uniformProblem(2, 2, 2);
-  Program program =
-      lowerCommunication(problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Program program = lowerCommunication(
+      problem, *generateSchedule(problem, {ScheduleKind::OneFOneB}));
   std::string text = writePlan(buildPlan(problem, program, "s", 64));
   auto message = [](llvm::StringRef t) {
     return errorMessage(readPlan(t).takeError());
@@ -224,9 +228,10 @@ TEST(PlanFile, RejectsBadVersionsTruncationAndBadIndices) {
   size_t at = badSlot.find("\"slot\":");
   badSlot.replace(at, 8, "\"slot\":9");
   EXPECT_NE(message(badSlot).find("is out of range"), std::string::npos);
-  EXPECT_EQ(message("{\"format\":\"other\"}"),
-            "invalid plan: top level: not a stagecraft plan (\"format\" must be "
-            "\"stagecraft-plan\")");
+  EXPECT_EQ(
+      message("{\"format\":\"other\"}"),
+      "invalid plan: top level: not a stagecraft plan (\"format\" must be "
+      "\"stagecraft-plan\")");
 }
 
 TEST(PlanFile, FallbacksRoundTripAndMustRunTheSamePipelineOnFewerRanks) {
@@ -263,11 +268,11 @@ TEST(PlanFile, FallbacksRoundTripAndMustRunTheSamePipelineOnFewerRanks) {
             "invalid plan: fallbacks[1]: a second fallback for 2 ranks");
   Plan other = plan;
   Problem fewer = uniformProblem(2, 2, 2);
-  other.fallbacks = {buildPlan(
-      fewer,
-      lowerCommunication(fewer,
-                         *generateSchedule(fewer, {ScheduleKind::OneFOneB})),
-      "s", 64)};
+  other.fallbacks = {
+      buildPlan(fewer,
+                lowerCommunication(
+                    fewer, *generateSchedule(fewer, {ScheduleKind::OneFOneB})),
+                "s", 64)};
   EXPECT_EQ(message(other),
             "invalid plan: fallbacks[0]: must run the same pipeline (stages, "
             "layers and microbatches) as the plan");

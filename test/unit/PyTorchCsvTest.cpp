@@ -59,8 +59,7 @@ TEST(PyTorchCsv, SkipsIdleAndCommunicationCells) {
   EXPECT_EQ(r1[0].kind, Instruction::Kind::Comm);
   EXPECT_FALSE(r1[0].ops[0].isSend);
   EXPECT_EQ(r1[0].ops[0].peer, 0);
-  EXPECT_EQ(r1[0].ops[0].message,
-            (Message{MessageKind::Activation, 0, 0}));
+  EXPECT_EQ(r1[0].ops[0].message, (Message{MessageKind::Activation, 0, 0}));
   EXPECT_TRUE(r1[3].ops[0].isSend);
   EXPECT_EQ(r1[3].ops[0].message, (Message{MessageKind::Gradient, 1, 0}));
   EXPECT_FALSE(verifyProgram(problem, *back->program));

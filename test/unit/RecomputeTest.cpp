@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Generators.h"
 #include "scheduler/Recompute.h"
+#include "scheduler/Generators.h"
 
 #include "TestUtil.h"
 
@@ -113,8 +113,14 @@ TEST(Recompute, AutoRecomputesTheForwardsInFlightLongest) {
   problem.microbatches = 4;
   problem.stages[0].selective.reset();
   problem.stages[0].selectiveCost.reset();
-  Schedule s = order({{F, 0, 0}, {F, 0, 1}, {F, 0, 2}, {F, 0, 3},
-                      {B, 0, 3}, {B, 0, 2}, {B, 0, 1}, {B, 0, 0}});
+  Schedule s = order({{F, 0, 0},
+                      {F, 0, 1},
+                      {F, 0, 2},
+                      {F, 0, 3},
+                      {B, 0, 3},
+                      {B, 0, 2},
+                      {B, 0, 1},
+                      {B, 0, 0}});
   // 16 live without recomputation; 13 fits with one forward recomputed.
   problem.capacity = 13.0;
   llvm::Expected<RecomputeOutcome> out =
@@ -152,8 +158,14 @@ TEST(Recompute, AutoPrefersTheCheaperLevelPerUnitSaved) {
   // Selective saves 2 for 0.5 (0.25 per unit), full 3 for 1 (0.33).
   Problem problem = oneStage();
   problem.microbatches = 4;
-  Schedule s = order({{F, 0, 0}, {F, 0, 1}, {F, 0, 2}, {F, 0, 3},
-                      {B, 0, 3}, {B, 0, 2}, {B, 0, 1}, {B, 0, 0}});
+  Schedule s = order({{F, 0, 0},
+                      {F, 0, 1},
+                      {F, 0, 2},
+                      {F, 0, 3},
+                      {B, 0, 3},
+                      {B, 0, 2},
+                      {B, 0, 1},
+                      {B, 0, 0}});
   problem.capacity = 14.0;
   llvm::Expected<RecomputeOutcome> out =
       planRecomputation(problem, s, RecomputePolicy::Auto);
@@ -200,9 +212,9 @@ TEST(Recompute, AutoFitsWheneverFullDoesAndIsNeverSlower) {
     const char *kind;
     int stagesPerRank;
   };
-  const KindCase kinds[] = {{"gpipe", 1}, {"1f1b", 1},
-                            {"interleaved-1f1b", 2}, {"zb-h1", 1},
-                            {"zb-h2", 1}, {"zb-v", 2}, {"dualpipev", 2}};
+  const KindCase kinds[] = {
+      {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1},
+      {"zb-h2", 1}, {"zb-v", 2}, {"dualpipev", 2}};
   int checked = 0, fitted = 0, refused = 0;
   for (const KindCase &kc : kinds)
     for (int p : {2, 4})
@@ -221,11 +233,10 @@ TEST(Recompute, AutoFitsWheneverFullDoesAndIsNeverSlower) {
           double fullPeak = highestPeak(full->timeline);
           ASSERT_LE(fullPeak, nonePeak + 1e-9);
           for (double capacity :
-               {0.9 * fullPeak, fullPeak, 0.5 * (fullPeak + nonePeak),
-                nonePeak, 10 * nonePeak}) {
-            SCOPED_TRACE(::testing::Message()
-                         << kc.kind << " p=" << p << " m=" << m
-                         << " capacity=" << capacity);
+               {0.9 * fullPeak, fullPeak, 0.5 * (fullPeak + nonePeak), nonePeak,
+                10 * nonePeak}) {
+            SCOPED_TRACE(::testing::Message() << kc.kind << " p=" << p << " m="
+                                              << m << " capacity=" << capacity);
             ++checked;
             problem.capacity = capacity;
             request.recompute = RecomputePolicy::Full;
@@ -267,8 +278,8 @@ TEST(Recompute, AutoFitsWheneverFullDoesAndIsNeverSlower) {
 
 TEST(Recompute, AutoKindSearchesKindAndRecomputationTogether) {
   for (int p : {2, 4}) {
-    Problem problem = gridProblem(p, 4 * p, 2 * p,
-                                  {1.0, 0.5, 0.1, 1.0, 0.4, 0.1});
+    Problem problem =
+        gridProblem(p, 4 * p, 2 * p, {1.0, 0.5, 0.1, 1.0, 0.4, 0.1});
     KindRequest request;
     request.kind = "1f1b";
     request.recompute = RecomputePolicy::None;
@@ -293,8 +304,7 @@ TEST(Recompute, AutoKindSearchesKindAndRecomputationTogether) {
         llvm::consumeError(fixed.takeError());
         continue;
       }
-      EXPECT_LE(automatic->timeline.makespan,
-                fixed->timeline.makespan + 1e-9)
+      EXPECT_LE(automatic->timeline.makespan, fixed->timeline.makespan + 1e-9)
           << kind;
     }
   }

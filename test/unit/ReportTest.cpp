@@ -37,7 +37,8 @@ TEST(Report, AsciiTimelineMarksChunksAndNeverCutsNumbers) {
   Problem problem = uniformProblem(2, 12, 4);
   Schedule s = *generateSchedule(problem, {ScheduleKind::Interleaved1F1B, 2});
   Timeline t = *simulate(problem, s);
-  std::string text = renderAsciiTimeline(s, t, 2 * static_cast<int>(t.makespan));
+  std::string text =
+      renderAsciiTimeline(s, t, 2 * static_cast<int>(t.makespan));
   EXPECT_NE(text.find("lowercase: the rank's 2nd, 4th, ... stage"),
             std::string::npos);
   // Rank 0 starts with chunk 0 (stage 0) then chunk 1 (stage 2).
@@ -47,9 +48,9 @@ TEST(Report, AsciiTimelineMarksChunksAndNeverCutsNumbers) {
   EXPECT_NE(text.find("FF"), std::string::npos) << text;
   // ... and said so, with the width that shows every number.
   int wide = timelineWidthForLabels(t);
-  EXPECT_NE(text.find(fmt::format("--timeline-width={} shows every number",
-                                  wide)),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(fmt::format("--timeline-width={} shows every number", wide)),
+      std::string::npos)
       << text;
   std::string widened = renderAsciiTimeline(s, t, wide);
   EXPECT_EQ(widened.find("note:"), std::string::npos) << widened;
@@ -82,8 +83,7 @@ TEST(ChromeTrace, OneCompleteEventPerActionOnRankTracks) {
   writer.addTimeline("simulated", problem, t);
   llvm::Expected<llvm::json::Value> doc = llvm::json::parse(writer.str());
   ASSERT_TRUE(!!doc) << llvm::toString(doc.takeError());
-  const llvm::json::Array *events =
-      doc->getAsObject()->getArray("traceEvents");
+  const llvm::json::Array *events = doc->getAsObject()->getArray("traceEvents");
   ASSERT_TRUE(events);
   int complete = 0;
   for (const llvm::json::Value &e : *events) {

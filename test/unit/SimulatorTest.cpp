@@ -185,26 +185,26 @@ TEST(Simulator, ContendedLinksOverGrid) {
           bool vShape = std::string(kind) == "zb-v" ||
                         std::string(kind) == "dualpipev" ||
                         std::string(kind) == "interleaved-1f1b";
-          Problem problem = uniformProblem(p, m, vShape ? 2 * p : p,
-                                           {1.0, 1.0, 0.5});
+          Problem problem =
+              uniformProblem(p, m, vShape ? 2 * p : p, {1.0, 1.0, 0.5});
           for (Stage &s : problem.stages)
             s.output = 1.0;
-          problem.links = Problem::Links{2, {0.1, bandwidth},
-                                         {0.2, bandwidth / 4}};
+          problem.links =
+              Problem::Links{2, {0.1, bandwidth}, {0.2, bandwidth / 4}};
           KindRequest request;
           request.kind = kind;
           llvm::Expected<KindResult> r = scheduleByName(problem, request);
           ASSERT_TRUE(!!r) << kind << ": " << llvm::toString(r.takeError());
           const Timeline &t = r->timeline;
-          std::string where = fmt::format("{} p={} m={} bw={}", kind, p, m,
-                                          bandwidth);
+          std::string where =
+              fmt::format("{} p={} m={} bw={}", kind, p, m, bandwidth);
           ASSERT_FALSE(t.transfers.empty()) << where;
           std::map<std::pair<int, int>, double> linkFree;
           std::map<std::tuple<int, int, int, int>, double> produced;
           for (const auto &rank : t.ranks)
             for (const TimedAction &a : rank)
-              produced[{int(a.action.kind), a.action.stage,
-                        a.action.microbatch, 0}] = a.end;
+              produced[{int(a.action.kind), a.action.stage, a.action.microbatch,
+                        0}] = a.end;
           for (const TimedTransfer &x : t.transfers) {
             double &free = linkFree[{x.from, x.to}];
             EXPECT_GE(x.start, free - 1e-9) << where << ": link overlap";

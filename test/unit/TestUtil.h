@@ -88,8 +88,7 @@ inline Timeline generateAndSimulate(const Problem &problem,
 }
 
 inline double highest(const std::vector<double> &values) {
-  return values.empty() ? 0.0
-                        : *std::max_element(values.begin(), values.end());
+  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
 }
 
 /// The message of \p err, consuming it; "" for success.

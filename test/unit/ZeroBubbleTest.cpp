@@ -42,8 +42,8 @@ TEST(ZBH1, ClosedFormAndMemoryOverGrid) {
         double work = c.forward + c.backwardInput + c.backwardWeight;
         if (m >= p) {
           EXPECT_NEAR(t.makespan,
-                      (p - 1) * (c.forward + c.backwardInput -
-                                 c.backwardWeight) +
+                      (p - 1) *
+                              (c.forward + c.backwardInput - c.backwardWeight) +
                           m * work,
                       1e-9)
               << "p=" << p << " m=" << m;
@@ -192,9 +192,10 @@ TEST(DualPipeV, ValidForFewMicrobatchesAndWithLatency) {
 
 TEST(ZBV, NeedsTwoStagesPerRank) {
   Problem problem = uniformProblem(4, 8, 4);
-  EXPECT_EQ(errorMessage(generateSchedule(problem, {ScheduleKind::ZBV}).takeError()),
-            "V placement needs 2 stages per rank: pipeline @p has 4 stages for "
-            "4 ranks (needs 8)");
+  EXPECT_EQ(
+      errorMessage(generateSchedule(problem, {ScheduleKind::ZBV}).takeError()),
+      "V placement needs 2 stages per rank: pipeline @p has 4 stages for "
+      "4 ranks (needs 8)");
 }
 
 } // namespace
@@ -257,8 +258,8 @@ TEST(ZBV, WithinThreePercentOfTheBoundAtOneFOneBMemory) {
         // proven optimum is up to 7 % above the bound (ExactSearchTest).
         if (m < 2 * p || prof.latency > 0.05 || prof.costs.backwardInput > 1.0)
           continue;
-        double bound = memoryAwareLowerBound(
-            problem, *placeVShape(problem), std::vector<double>(p, budget));
+        double bound = memoryAwareLowerBound(problem, *placeVShape(problem),
+                                             std::vector<double>(p, budget));
         EXPECT_LE(t.makespan, 1.03 * bound) << "p=" << p << " m=" << m;
       }
 }

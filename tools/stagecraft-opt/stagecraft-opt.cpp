@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/Help.h"
-#include "tools/Version.h"
 #include "dialect/PipeDialect.h"
 #include "dialect/PipeParse.h"
 #include "passes/Passes.h"
+#include "tools/Help.h"
+#include "tools/Version.h"
 
 #include "mlir/Debug/CLOptionsSetup.h"
 #include "mlir/Debug/Counter.h"
@@ -18,8 +18,8 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "llvm/Support/InitLLVM.h"
@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
                        {"pipe-"});
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "Stagecraft pipeline schedule optimizer\n", registry);
-  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> file =
       mlir::openInputFile(inputFilename, &error);
@@ -87,8 +88,8 @@ int main(int argc, char **argv) {
     llvm::errs() << error << "\n";
     return 1;
   }
-  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(file), registry,
-                                     config)))
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
     return 1;
   output->keep();
   return 0;

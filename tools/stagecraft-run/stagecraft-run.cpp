@@ -8,15 +8,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/Version.h"
-#include "runtime/Options.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/Options.h"
 #include "runtime/Runtime.h"
+#include "tools/Version.h"
 #include "translate/PlanCompiler.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -121,9 +121,9 @@ static cl::opt<std::string> launcher(
 static cl::opt<std::string> scheduleName(
     "schedule-name", cl::cat(runCategory),
     cl::desc("which pipe.schedule of a spec to run (default: the only one)"));
-static cl::opt<int64_t> unitBytes(
-    "unit-bytes", cl::init(4096), cl::cat(runCategory),
-    cl::desc("bytes per memory unit of a spec (default 4096)"));
+static cl::opt<int64_t>
+    unitBytes("unit-bytes", cl::init(4096), cl::cat(runCategory),
+              cl::desc("bytes per memory unit of a spec (default 4096)"));
 static cl::opt<std::string> timeUnit(
     "time-unit", cl::init("1ms"), cl::cat(runCategory),
     cl::desc("wall time of one cost unit: e.g. 1ms, 250us, 0.01s (default "
@@ -244,8 +244,9 @@ static cl::opt<std::string> profile(
              "stdout); runs nothing else"));
 static cl::opt<int> killRank("fault-kill-rank", cl::init(-1), cl::Hidden,
                              cl::desc("testing: this rank kills itself"));
-static cl::opt<int> killAfter("fault-kill-after", cl::init(0), cl::Hidden,
-                              cl::desc("testing: after this many instructions"));
+static cl::opt<int>
+    killAfter("fault-kill-after", cl::init(0), cl::Hidden,
+              cl::desc("testing: after this many instructions"));
 
 using stagecraft::runtime::kMaxDurationSeconds;
 using stagecraft::runtime::parseBytes;
@@ -278,9 +279,10 @@ static Error checkMemory(const sched::Plan &plan, int mpiRank,
       if (plan.placement[s] == r)
         layers += std::max(1, plan.stageLayers[s]);
   }
-  double model = training ? training->model.estimateBytes(
-                                layers, training->model.microbatches)
-                          : 0.0;
+  double model =
+      training
+          ? training->model.estimateBytes(layers, training->model.microbatches)
+          : 0.0;
   if (slots + model <= *limit)
     return Error::success();
   return createStringError(
@@ -338,7 +340,8 @@ static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
       MPI_Bcast(header, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
       text.resize(static_cast<size_t>(header[1]));
       for (int64_t at = 0; at < header[1];) {
-        int chunk = static_cast<int>(std::min<int64_t>(header[1] - at, 1 << 30));
+        int chunk =
+            static_cast<int>(std::min<int64_t>(header[1] - at, 1 << 30));
         MPI_Bcast(text.data() + at, chunk, MPI_CHAR, 0, MPI_COMM_WORLD);
         at += chunk;
       }
@@ -356,9 +359,8 @@ static Expected<sched::Plan> loadInput(int64_t minMessageBytes) {
   }
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(input);
   if (!file)
-    return createStringError(file.getError(),
-                             "cannot read " + input + ": " +
-                                 file.getError().message());
+    return createStringError(file.getError(), "cannot read " + input + ": " +
+                                                  file.getError().message());
   Expected<sched::Plan> plan = sched::readPlan((*file)->getBuffer());
   if (!plan)
     return createStringError(inconvertibleErrorCode(),
@@ -461,9 +463,9 @@ static int run(int rank) {
           "--checkpoint-every and --resume need --checkpoint-dir=DIR"));
     // With a folder, at least the final state is kept.
     training.checkpointEvery =
-        checkpointDir.empty() ? 0
-                              : (checkpointEvery > 0 ? int(checkpointEvery)
-                                                     : int(steps));
+        checkpointDir.empty()
+            ? 0
+            : (checkpointEvery > 0 ? int(checkpointEvery) : int(steps));
     if (!checkpointDir.empty() && modelCode == "device")
       return fail(createStringError(
           inconvertibleErrorCode(),
@@ -486,7 +488,8 @@ static int run(int rank) {
     training.deviceModel = modelCode == "device";
     training.optimizer.lr = lr;
     if (optimizer == "adamw")
-      training.optimizer.kind = stagecraft::kernels::OptimizerConfig::Kind::AdamW;
+      training.optimizer.kind =
+          stagecraft::kernels::OptimizerConfig::Kind::AdamW;
     else if (optimizer != "sgd")
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--optimizer=" + optimizer +
@@ -545,8 +548,8 @@ static int run(int rank) {
     // Messages hold the longest sequence (a join's).
     if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
       stagecraft::kernels::ModelConfig longest = training.model;
-      longest.sequence = stagecraft::runtime::stageGraph(*plan, sequence)
-                             .longest();
+      longest.sequence =
+          stagecraft::runtime::stageGraph(*plan, sequence).longest();
       if (Error err = longest.validate())
         return fail(std::move(err));
       plan = loadInput(stagecraft::runtime::trainingMessageBytes(longest));
@@ -587,8 +590,8 @@ static int run(int rank) {
     // A spec is planned again with messages that hold the longest
     // microbatch (a plan file must have been written with them).
     if (StringRef(input).ends_with(".mlir") || !scheduleKind.empty()) {
-      plan = loadInput(
-          stagecraft::runtime::trainingMessageBytes(training.model));
+      plan =
+          loadInput(stagecraft::runtime::trainingMessageBytes(training.model));
       if (!plan)
         return fail(plan.takeError());
     }
@@ -602,12 +605,13 @@ static int run(int rank) {
             !(seconds <= kMaxDurationSeconds))
           return fail(createStringError(
               inconvertibleErrorCode(),
-              fmt::format("rank {}: instruction {}: {} costs {:.6g} x {:.6g} s = {:.6g} "
-                          "s, above the limit of {} s for a timed compute",
-                          r, i,
-                          stagecraft::runtime::describePlanAction(*plan,
-                                                                  op.action),
-                          op.cost, *unit, seconds, kMaxDurationSeconds)));
+              fmt::format(
+                  "rank {}: instruction {}: {} costs {:.6g} x {:.6g} s = "
+                  "{:.6g} "
+                  "s, above the limit of {} s for a timed compute",
+                  r, i,
+                  stagecraft::runtime::describePlanAction(*plan, op.action),
+                  op.cost, *unit, seconds, kMaxDurationSeconds)));
       }
   if (Error err = checkMemory(*plan, backend == "mpi" ? rank : -1,
                               train ? &training : nullptr))
@@ -632,7 +636,8 @@ static int run(int rank) {
     std::optional<stagecraft::runtime::RunReport> result;
     if (Error err = stagecraft::runtime::withCudaStages(
             [&](const stagecraft::kernels::StageFactory &where) -> Error {
-              auto r = stagecraft::runtime::runReference(*plan, training, where);
+              auto r =
+                  stagecraft::runtime::runReference(*plan, training, where);
               if (!r)
                 return r.takeError();
               result = std::move(*r);
@@ -645,9 +650,8 @@ static int run(int rank) {
 #endif
   };
   Expected<stagecraft::runtime::RunReport> report =
-      reference ? runReference()
-      : backend == "local"
-          ? stagecraft::runtime::runLocal(*plan, options)
+      reference            ? runReference()
+      : backend == "local" ? stagecraft::runtime::runLocal(*plan, options)
       : backend == "cuda"
 #if defined(STAGECRAFT_HAVE_MPI) && defined(STAGECRAFT_HAVE_NCCL)
           ? (launchedByMpi() ? stagecraft::runtime::runCudaMpi(*plan, options)
@@ -681,8 +685,8 @@ static int run(int rank) {
     std::error_code ec;
     raw_fd_ostream os(dumpGrads + "/losses.txt", ec);
     if (ec)
-      return fail(createStringError(ec, "cannot write " + dumpGrads +
-                                            "/losses.txt"));
+      return fail(
+          createStringError(ec, "cannot write " + dumpGrads + "/losses.txt"));
     for (double loss : report->losses)
       os << format("%.9g\n", loss);
   }
@@ -715,7 +719,8 @@ static Expected<sched::Plan> planFor(int ranks, const std::string &kind,
   options.speedFactors.assign(factors.begin(), factors.end());
   options.quiet = true;
   auto t0 = std::chrono::steady_clock::now();
-  Expected<sched::Plan> plan = stagecraft::pipe::compileSpecFile(input, options);
+  Expected<sched::Plan> plan =
+      stagecraft::pipe::compileSpecFile(input, options);
   ms = std::chrono::duration<double, std::milli>(
            std::chrono::steady_clock::now() - t0)
            .count();
@@ -732,8 +737,8 @@ static double epochSeconds() {
 /// The rank an attempt's error output names as lost: our own `rank lost:
 /// rank R` line, or Open MPI's report of a process that died.
 static std::optional<int> lostRankIn(StringRef text) {
-  for (StringRef marker : {StringRef("rank lost: rank "),
-                           StringRef("process rank ")}) {
+  for (StringRef marker :
+       {StringRef("rank lost: rank "), StringRef("process rank ")}) {
     size_t at = text.find(marker);
     if (at == StringRef::npos)
       continue;
@@ -789,11 +794,10 @@ static int superviseElastic(int argc, char **argv) {
   std::optional<sched::Plan> planFile;
   int ranks = 0;
   if (fromSpec) {
-    Expected<sched::Plan> first =
-        planFor(ranksOverride, kind,
-                std::vector<int>(survivorsOption.begin(), survivorsOption.end()),
-                std::vector<double>(speedFactors.begin(), speedFactors.end()),
-                ms);
+    Expected<sched::Plan> first = planFor(
+        ranksOverride, kind,
+        std::vector<int>(survivorsOption.begin(), survivorsOption.end()),
+        std::vector<double>(speedFactors.begin(), speedFactors.end()), ms);
     if (!first)
       return stop(toString(first.takeError()), 1);
     ranks = first->numRanks();
@@ -961,8 +965,7 @@ static int superviseElastic(int argc, char **argv) {
             !line.consume_front("rank "))
           continue;
         int r = -1;
-        if (line.consumeInteger(10, r) || r < 0 ||
-            r >= int(survivors.size()))
+        if (line.consumeInteger(10, r) || r < 0 || r >= int(survivors.size()))
           continue;
         StringRef marker = "its measured speed is ";
         size_t at = line.find(marker);
@@ -975,13 +978,13 @@ static int superviseElastic(int argc, char **argv) {
           continue;
         double &factor = factorOf.try_emplace(survivors[r], 1.0).first->second;
         factor *= f;
-        who += fmt::format("{}rank {}{} at {:.4g} of its device's speed",
-                           who.empty() ? "" : ", ", r,
-                           survivors[r] != r
-                               ? fmt::format(" (rank {} of the first attempt)",
-                                             survivors[r])
-                               : std::string(),
-                           factor);
+        who += fmt::format(
+            "{}rank {}{} at {:.4g} of its device's speed",
+            who.empty() ? "" : ", ", r,
+            survivors[r] != r
+                ? fmt::format(" (rank {} of the first attempt)", survivors[r])
+                : std::string(),
+            factor);
       }
       if (who.empty())
         return cleanUp(stop(fmt::format("attempt {} stopped for a straggler "
@@ -989,17 +992,18 @@ static int superviseElastic(int argc, char **argv) {
                                         attempt),
                             1));
       std::string why;
-      Expected<sched::Plan> plan = planFor(ranks, kind, survivors, factors(), ms);
+      Expected<sched::Plan> plan =
+          planFor(ranks, kind, survivors, factors(), ms);
       if (!plan) {
         why = toString(plan.takeError());
         double autoMs = 0.0;
         plan = planFor(ranks, "auto", survivors, factors(), autoMs);
         if (!plan)
-          return cleanUp(stop(fmt::format("no plan fits the measured speeds "
-                                          "({}): as {}: {}; as auto: {}",
-                                          who, kind, why,
-                                          toString(plan.takeError())),
-                              stagecraft::runtime::kExitStraggler));
+          return cleanUp(
+              stop(fmt::format("no plan fits the measured speeds "
+                               "({}): as {}: {}; as auto: {}",
+                               who, kind, why, toString(plan.takeError())),
+                   stagecraft::runtime::kExitStraggler));
         ms += autoMs;
         kind = "auto";
       }
@@ -1012,9 +1016,10 @@ static int superviseElastic(int argc, char **argv) {
           "checkpoint{}\n",
           who, ranks, kind, ms,
           why.empty() ? "" : " (the old kind does not apply: " + why + ")",
-          watch ? "" : fmt::format(" (--max-replans={} reached: stragglers "
-                                   "are no longer watched)",
-                                   int(maxReplans)));
+          watch ? ""
+                : fmt::format(" (--max-replans={} reached: stragglers "
+                              "are no longer watched)",
+                              int(maxReplans)));
       outs().flush();
       continue;
     }
@@ -1022,11 +1027,11 @@ static int superviseElastic(int argc, char **argv) {
     bool lost = rc == stagecraft::runtime::kExitRankLost ||
                 (!launcher.empty() && rc > 128);
     if (!lost)
-      return cleanUp(stop(fmt::format("attempt {} failed with status {} (not "
-                                      "a lost rank){}",
-                                      attempt, rc,
-                                      error.empty() ? "" : ": " + error),
-                          rc < 0 ? 1 : rc));
+      return cleanUp(
+          stop(fmt::format("attempt {} failed with status {} (not "
+                           "a lost rank){}",
+                           attempt, rc, error.empty() ? "" : ": " + error),
+               rc < 0 ? 1 : rc));
     std::optional<int> lostRank = lostRankIn(errText);
     std::string which = "a rank";
     if (lostRank && *lostRank < int(survivors.size())) {
@@ -1052,12 +1057,12 @@ static int superviseElastic(int argc, char **argv) {
                                  ended - fired);
       }
     if (++failures > maxFailures)
-      return cleanUp(stop(
-          fmt::format("stopping after {} lost rank{} (--max-failures={}); "
-                      "surviving ranks: {}",
-                      failures, failures == 1 ? "" : "s", int(maxFailures),
-                      describeSurvivors()),
-          stagecraft::runtime::kExitRankLost));
+      return cleanUp(
+          stop(fmt::format("stopping after {} lost rank{} (--max-failures={}); "
+                           "surviving ranks: {}",
+                           failures, failures == 1 ? "" : "s", int(maxFailures),
+                           describeSurvivors()),
+               stagecraft::runtime::kExitRankLost));
     if (ranks - 1 < 1)
       return cleanUp(stop("no rank is left to re-plan on",
                           stagecraft::runtime::kExitRankLost));
@@ -1071,12 +1076,12 @@ static int superviseElastic(int argc, char **argv) {
         double autoMs = 0.0;
         plan = planFor(ranks - 1, "auto", survivors, factors(), autoMs);
         if (!plan)
-          return cleanUp(stop(
-              fmt::format("no plan fits the {} surviving ranks ({}): as "
-                          "{}: {}; as auto: {}",
-                          ranks - 1, describeSurvivors(), kind, why,
-                          toString(plan.takeError())),
-              stagecraft::runtime::kExitRankLost));
+          return cleanUp(
+              stop(fmt::format("no plan fits the {} surviving ranks ({}): as "
+                               "{}: {}; as auto: {}",
+                               ranks - 1, describeSurvivors(), kind, why,
+                               toString(plan.takeError())),
+                   stagecraft::runtime::kExitRankLost));
         ms += autoMs;
         kind = "auto";
       }
@@ -1093,8 +1098,8 @@ static int superviseElastic(int argc, char **argv) {
         if (f.numRanks() == ranks - 1)
           fallback = &f;
       }
-      bool onDevices = !planFile->ranks.empty() &&
-                       !planFile->ranks[0].device.empty();
+      bool onDevices =
+          !planFile->ranks.empty() && !planFile->ranks[0].device.empty();
       if (!fallback)
         return cleanUp(stop(
             onDevices
@@ -1116,9 +1121,8 @@ static int superviseElastic(int argc, char **argv) {
       std::error_code ec;
       raw_fd_ostream os(attemptInput, ec);
       if (ec)
-        return cleanUp(stop("cannot write " + attemptInput + ": " +
-                                ec.message(),
-                            1));
+        return cleanUp(
+            stop("cannot write " + attemptInput + ": " + ec.message(), 1));
       os << sched::writePlan(*fallback);
       os.close();
       ms = std::chrono::duration<double, std::milli>(
@@ -1131,12 +1135,11 @@ static int superviseElastic(int argc, char **argv) {
     }
     ranks -= 1;
     resumeNext = stagecraft::runtime::hasCheckpoint(checkpointDir);
-    outs() << fmt::format("elastic: lost {} (status {}){}; {}{}; {}\n", which,
-                          rc, detected, how,
-                          why.empty() ? "" : " (the old kind does not apply: " +
-                                                 why + ")",
-                          resumeNext ? "resuming from the last checkpoint"
-                                     : "no checkpoint yet: starting over");
+    outs() << fmt::format(
+        "elastic: lost {} (status {}){}; {}{}; {}\n", which, rc, detected, how,
+        why.empty() ? "" : " (the old kind does not apply: " + why + ")",
+        resumeNext ? "resuming from the last checkpoint"
+                   : "no checkpoint yet: starting over");
     outs().flush();
   }
 }

@@ -13,11 +13,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/LogicalResult.h"
 #include "mlir/Support/Timing.h"
-#include "mlir/Tools/mlir-translate/Translation.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
 
 #include "llvm/ADT/StringRef.h"
-
 
 int main(int argc, char **argv) {
   stagecraft::pipe::registerPipeTranslations();
