@@ -250,6 +250,12 @@ constexpr size_t kTrainingPayloadOffset = 64;
 llvm::Error checkTrainingBuffers(const sched::Plan &plan, int rank,
                                  const kernels::ModelConfig &model);
 
+/// The message of \p kind produced by \p stage among \p uses (located by
+/// their tags), through \p payload; null when there is none.
+float *findMessage(const std::vector<sched::SlotUse> &uses,
+                   sched::BufferKind kind, int stage,
+                   llvm::function_ref<float *(const sched::SlotUse &)> payload);
+
 /// Runs the compute \p op of a layer-wise plan on \p models, reading and
 /// writing the messages \p payload locates (by the buffers' tags). Fails
 /// for attention tasks, which need helix blocks.
