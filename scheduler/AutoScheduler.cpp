@@ -582,12 +582,12 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                     "the busiest rank of any placement",
                     limit, need));
   Search search(problem, options, limit);
-  search.bound = std::numeric_limits<double>::infinity();
+  double makespanLowerBound = std::numeric_limits<double>::infinity();
   for (const NamedPlacement &np : placements)
-    search.bound = std::min(search.bound, lowerBound(problem, np.placement));
+    makespanLowerBound =
+        std::min(makespanLowerBound, lowerBound(problem, np.placement));
   // Part of the time budget: computed before the search, which gets the
-  // rest.
-  // The bounds the search prunes with are on its objective: the
+  // rest. The bounds the search prunes with are on its objective: the
   // memory-aware makespan bound, or the span bound.
   const Objective objective = options.objective;
   double memoryBound = std::numeric_limits<double>::infinity();
@@ -603,9 +603,7 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
     spanBound = std::min(spanBound, span);
   }
   // The progress line's bound is on the objective.
-  const double makespanLowerBound = search.bound;
-  if (objective == Objective::Span)
-    search.bound = spanBound;
+  search.bound = objective == Objective::Span ? spanBound : makespanLowerBound;
   auto kindOptions = [&](ScheduleKind kind) {
     ScheduleOptions o;
     o.kind = kind;

@@ -63,6 +63,14 @@ Schedule Program::computeSchedule() const {
   return schedule;
 }
 
+size_t Program::numTransfers() const {
+  size_t n = 0;
+  for (const std::vector<Instruction> &rank : ranks)
+    for (const Instruction &instr : rank)
+      n += instr.ops.size();
+  return n;
+}
+
 namespace {
 /// Where every task runs: stages by placement, attention tasks where the
 /// schedule put them.
@@ -308,11 +316,7 @@ Program stagecraft::pipe::sched::lowerCommunicationEarlyReceives(
   }
   // When each send goes out: at the end of the compute before it.
   llvm::DenseMap<Message, double> sent;
-  size_t transfers = 0;
-  for (const std::vector<Instruction> &rank : plain.ranks)
-    for (const Instruction &instr : rank)
-      transfers += instr.ops.size();
-  sent.reserve(transfers);
+  sent.reserve(plain.numTransfers());
   for (int r = 0; r < p; ++r) {
     int computes = 0;
     for (const Instruction &instr : plain.ranks[r]) {
@@ -432,11 +436,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
       recvs(p, std::vector<std::vector<Posted>>(p));
   // (message, 2 x receiving rank + 1 for a send): each goes once.
   llvm::DenseSet<std::pair<Message, int>> seen;
-  size_t transfers = 0;
-  for (const std::vector<Instruction> &rank : program.ranks)
-    for (const Instruction &instr : rank)
-      transfers += instr.ops.size();
-  seen.reserve(transfers);
+  seen.reserve(program.numTransfers());
   for (int r = 0; r < p; ++r) {
     llvm::DenseSet<Message> produced, received;
     for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i) {

@@ -82,6 +82,8 @@ struct Program {
   int numRanks() const { return static_cast<int>(ranks.size()); }
   /// The compute actions alone, as a schedule.
   Schedule computeSchedule() const;
+  /// Sends and receives over all ranks (a group counts each of its ops).
+  size_t numTransfers() const;
 };
 
 /// Lowers \p schedule: before each compute, a receive for every input that

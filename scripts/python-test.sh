@@ -26,9 +26,10 @@ unpacked=$(mktemp -d)
 trap 'rm -rf "$unpacked"' EXIT
 python3 -m zipfile -e "$raw" "$unpacked"
 ext=$(ls "$unpacked"/stagecraft/_core*.so)
+deps=$(LD_LIBRARY_PATH= ldd "$ext")
 echo "ldd $(basename "$ext"):"
-LD_LIBRARY_PATH= ldd "$ext" | sed 's/^/  /'
-if LD_LIBRARY_PATH= ldd "$ext" | grep -E 'libLLVM|libMLIR|libfmt|not found'; then
+echo "$deps" | sed 's/^/  /'
+if echo "$deps" | grep -E 'libLLVM|libMLIR|libfmt|not found'; then
   echo "error: the extension needs a library the wheel does not carry" >&2
   exit 1
 fi

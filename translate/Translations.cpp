@@ -271,6 +271,30 @@ static LogicalResult toPlan(Operation *op, llvm::raw_ostream &os) {
 
 static bool printOpOnDiagnostic = false;
 
+/// The pipeline of \p module that --pipeline-name names, or the only one;
+/// null after an error (several, or none) that ends with \p where.
+static PipelineOp selectPipeline(ModuleOp module, const std::string &where) {
+  PipelineOp pipeline;
+  for (PipelineOp p : module.getOps<PipelineOp>()) {
+    if (!options->pipelineName.empty() &&
+        p.getSymName() != options->pipelineName)
+      continue;
+    if (pipeline) {
+      emitError(p.getLoc()) << "several pipelines" << where
+                            << "; choose one with --pipeline-name";
+      return nullptr;
+    }
+    pipeline = p;
+  }
+  if (!pipeline)
+    emitError(module.getLoc())
+        << "no pipe.pipeline"
+        << (options->pipelineName.empty() ? std::string()
+                                          : " named @" + options->pipelineName)
+        << where;
+  return pipeline;
+}
+
 static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
                                         MLIRContext *context) {
   context->loadDialect<PipeDialect>();
@@ -289,26 +313,9 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
       parsePipeFile(options->spec, specSource, context);
   if (!module)
     return nullptr;
-  PipelineOp pipeline;
-  for (PipelineOp p : module->getOps<PipelineOp>()) {
-    if (!options->pipelineName.empty() &&
-        p.getSymName() != options->pipelineName)
-      continue;
-    if (pipeline) {
-      emitError(p.getLoc()) << "several pipelines in " << options->spec
-                            << "; choose one with --pipeline-name";
-      return nullptr;
-    }
-    pipeline = p;
-  }
-  if (!pipeline) {
-    emitError(module->getLoc())
-        << "no pipe.pipeline"
-        << (options->pipelineName.empty() ? std::string()
-                                          : " named @" + options->pipelineName)
-        << " in " << options->spec;
+  PipelineOp pipeline = selectPipeline(*module, " in " + options->spec);
+  if (!pipeline)
     return nullptr;
-  }
   sched::Problem problem = problemFromPipeline(pipeline);
   llvm::Expected<sched::ImportedSchedule> imported =
       sched::parsePyTorchCsv(csv->getBuffer(), problem);
@@ -351,26 +358,9 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
 /// The pipeline of a spec as problem JSON (scheduler/ProblemJson.h), for
 /// code without MLIR such as the Python wheel's `sc.load`.
 static LogicalResult toProblem(Operation *op, llvm::raw_ostream &os) {
-  PipelineOp pipeline;
-  bool several = false;
-  op->walk([&](PipelineOp p) {
-    if (!options->pipelineName.empty() &&
-        p.getSymName() != options->pipelineName)
-      return;
-    several |= bool(pipeline);
-    pipeline = p;
-  });
-  if (several) {
-    op->emitError() << "several pipelines; choose one with --pipeline-name";
+  PipelineOp pipeline = selectPipeline(cast<ModuleOp>(op), "");
+  if (!pipeline)
     return failure();
-  }
-  if (!pipeline) {
-    op->emitError() << "no pipe.pipeline"
-                    << (options->pipelineName.empty()
-                            ? std::string()
-                            : " named @" + options->pipelineName);
-    return failure();
-  }
   sched::Problem problem = problemFromPipeline(pipeline);
   if (llvm::Error invalid = sched::validateProblem(problem)) {
     if (problem.stages.empty())

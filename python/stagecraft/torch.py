@@ -271,9 +271,11 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     return from_csv(problem, "\n".join(rows) + "\n")
 
 
-def _sync() -> None:
+def _now() -> float:
+    """perf_counter once the device's queued work is done."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
@@ -312,34 +314,27 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
     def once(record: bool) -> None:
         xs = inputs()
         wanted = [a for a in xs if a.requires_grad]
-        _sync()
-        t0 = time.perf_counter()
+        t0 = _now()
         o = module(*xs)
-        _sync()
-        t1 = time.perf_counter()
+        t1 = _now()
         if wanted:
             _, groups = stage_backward_input([o], [grad_out], wanted,
                                              iter(params))
-            _sync()
-            t2 = time.perf_counter()
+            t2 = _now()
             stage_backward_weight(iter(params), groups)
         else:
             # The first stage: torch's runtime skips its input backward and
             # runs the whole backward as its W.
-            _sync()
-            t2 = time.perf_counter()
+            t2 = _now()
             torch.autograd.backward([o], [grad_out], inputs=params or None)
-        _sync()
-        t3 = time.perf_counter()
+        t3 = _now()
         xs = inputs()
         o = module(*xs)
-        _sync()
-        t4 = time.perf_counter()
+        t4 = _now()
         torch.autograd.backward(
             [o], [grad_out],
             inputs=[a for a in xs if a.requires_grad] + params or None)
-        _sync()
-        t5 = time.perf_counter()
+        t5 = _now()
         if record:
             for key, seconds in (("F", t1 - t0), ("I", t2 - t1),
                                  ("W", t3 - t2), ("B", t5 - t4)):

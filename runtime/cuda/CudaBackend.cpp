@@ -107,6 +107,16 @@ struct Shared {
   std::condition_variable arrived;
   int waiting = 0;
   int finished = 0;
+
+  /// Counts this rank in at barrier \p count (waiting or finished) and
+  /// waits for every rank; a failed rank releases both by setting them full.
+  void arriveAt(int &count) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (++count >= ranks)
+      arrived.notify_all();
+    else
+      arrived.wait(lock, [&] { return count >= ranks; });
+  }
 };
 
 /// SM clock cycles per second of \p device, measured.
@@ -598,17 +608,10 @@ struct RankRun {
     if (!end)
       return end.takeError();
     SC_CUDA(who, cudaDeviceSynchronize());
-    if (barrier) {
+    if (barrier)
       barrier();
-    } else {
-      std::unique_lock<std::mutex> lock(shared.mutex);
-      // At least: a failed rank releases the barrier by setting it full.
-      if (++shared.waiting >= shared.ranks)
-        shared.arrived.notify_all();
-      else
-        shared.arrived.wait(lock,
-                            [&] { return shared.waiting >= shared.ranks; });
-    }
+    else
+      shared.arriveAt(shared.waiting);
     SC_CUDA(who, cudaEventRecord(*origin, compute));
 
     RankResult result;
@@ -631,14 +634,8 @@ struct RankRun {
     // here (the host saw every send recorded); with NCCL it can.
     if (llvm::Error err = waitForDevice(*end))
       return err;
-    if (!barrier) {
-      std::unique_lock<std::mutex> lock(shared.mutex);
-      if (++shared.finished >= shared.ranks)
-        shared.arrived.notify_all();
-      else
-        shared.arrived.wait(lock,
-                            [&] { return shared.finished >= shared.ranks; });
-    }
+    if (!barrier)
+      shared.arriveAt(shared.finished);
     float ms = 0;
     SC_CUDA(who, cudaEventElapsedTime(&ms, *origin, *end));
     result.wall = ms * 1e-3;
