@@ -14,11 +14,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/HalfStageModel.h"
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/ExactSearch.h"
-#include "scheduler/Generators.h"
-#include "scheduler/LowerBound.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/ExactSearch.h"
+#include "scheduler/search/LowerBound.h"
 
 #include <fmt/format.h>
 

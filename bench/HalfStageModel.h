@@ -11,7 +11,7 @@
 #ifndef STAGECRAFT_BENCH_HALFSTAGEMODEL_H
 #define STAGECRAFT_BENCH_HALFSTAGEMODEL_H
 
-#include "scheduler/Problem.h"
+#include "scheduler/model/Problem.h"
 
 #include <algorithm>
 #include <string>

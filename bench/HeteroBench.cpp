@@ -1,7 +1,7 @@
 //===- HeteroBench.cpp - Heterogeneous models and clusters ----------------===//
 //
 // Stagecraft's kind=auto on a layer pipeline (device order x stages per
-// rank x exact cut x kind, scheduler/LayerSearch.h) against what a
+// rank x exact cut x kind, scheduler/search/LayerSearch.h) against what a
 // Megatron-LM user gets: transformer blocks split evenly over the stages
 // (the embedding on the first, the LM head on the last), devices in the
 // order given, interleaved 1F1B with v = 1 (1F1B) or v = 2, the faster.
@@ -35,7 +35,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/LayerSearch.h"
+#include "scheduler/search/LayerSearch.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include <fmt/format.h>
 

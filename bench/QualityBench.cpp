@@ -11,9 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/HalfStageModel.h"
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
 
 #include <fmt/format.h>
 

@@ -21,9 +21,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Generators.h"
-#include "scheduler/Helix.h"
-#include "scheduler/Recompute.h"
+#include "scheduler/kinds/Helix.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/search/Recompute.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include <fmt/format.h>
 

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Generators.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
 
 #include <fmt/format.h>
 

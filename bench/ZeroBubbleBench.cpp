@@ -13,10 +13,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/HalfStageModel.h"
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
-#include "scheduler/LowerBound.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/LowerBound.h"
 
 #include <fmt/format.h>
 

@@ -7,9 +7,10 @@
 
 #include "dialect/PipeModel.h"
 
-#include "scheduler/Generators.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/search/ScheduleByName.h"
 
-#include "scheduler/ScheduleError.h"
+#include "scheduler/model/ScheduleError.h"
 
 #include "mlir/IR/SymbolTable.h"
 

@@ -14,9 +14,9 @@
 
 #include "dialect/PipeOps.h"
 
-#include "scheduler/Partition.h"
-#include "scheduler/Program.h"
-#include "scheduler/Schedule.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/model/Schedule.h"
+#include "scheduler/search/Partition.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/LogicalResult.h"

@@ -2,7 +2,7 @@
 
 #include "dialect/PipeParse.h"
 
-#include "scheduler/Nesting.h"
+#include "scheduler/model/Nesting.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"

@@ -10,7 +10,7 @@
 #include "dialect/PipeOps.h"
 #include "dialect/PipeOpsDetail.h"
 
-#include "scheduler/TaskGraph.h"
+#include "scheduler/model/TaskGraph.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Program.h"
-#include "scheduler/PyTorchCsv.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/formats/PyTorchCsv.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/model/Simulator.h"
 
 using namespace stagecraft::pipe::sched;
 

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Plan.h"
+#include "scheduler/lower/Plan.h"
 
 #include "llvm/Support/ErrorHandling.h"
 

@@ -9,7 +9,7 @@
 
 #include "dialect/PipeModel.h"
 
-#include "scheduler/Partition.h"
+#include "scheduler/search/Partition.h"
 
 #include <fmt/format.h>
 

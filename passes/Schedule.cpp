@@ -9,10 +9,11 @@
 
 #include "dialect/PipeModel.h"
 
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
-#include "scheduler/LayerSearch.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/LayerSearch.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -222,7 +223,7 @@ struct SchedulePass
   }
 
   /// kind=auto on a layer pipeline: partition x device order x kind
-  /// (scheduler/LayerSearch.h); the pipeline becomes the chosen stage
+  /// (scheduler/search/LayerSearch.h); the pipeline becomes the chosen stage
   /// pipeline and gets the schedule.
   LogicalResult searchLayers(ModuleOp module, SymbolTable &symbols,
                              PipelineOp pipeline) {

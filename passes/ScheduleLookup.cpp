@@ -6,7 +6,7 @@
 
 #include "passes/ScheduleLookup.h"
 
-#include "scheduler/Recompute.h"
+#include "scheduler/search/Recompute.h"
 
 #include <fmt/format.h>
 

@@ -11,8 +11,8 @@
 
 #include "dialect/PipeModel.h"
 
-#include "scheduler/Plan.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/model/Simulator.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -11,7 +11,7 @@
 
 #include "kernels/device/HostDevice.h"
 #include "runtime/Checkpoint.h"
-#include "scheduler/Recompute.h"
+#include "scheduler/search/Recompute.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"

@@ -21,7 +21,7 @@
 #include "kernels/Model.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
-#include "scheduler/Plan.h"
+#include "scheduler/lower/Plan.h"
 #include <functional>
 #include <map>
 #include <memory>

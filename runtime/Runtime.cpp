@@ -9,7 +9,7 @@
 #include "runtime/Options.h"
 #include "llvm/ADT/StringExtras.h"
 
-#include "scheduler/ChromeTrace.h"
+#include "scheduler/formats/ChromeTrace.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"

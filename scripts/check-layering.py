@@ -2,6 +2,8 @@
 """The layering rules, checked on the sources (docs/architecture.md):
 
   scheduler/  MLIR-free: includes only scheduler/, LLVM Support, fmt, std;
+              inside it, one way: model <- kinds <- search <- formats,
+              model <- lower <- formats;
   kernels/    no runtime, dialect, passes, translate or MLIR;
   runtime/    no dialect, passes, translate or MLIR;
   dialect/, passes/: nothing from runtime/ or kernels/;
@@ -22,6 +24,19 @@ FORBIDDEN = {
     "scheduler": (("mlir/", "dialect/", "passes/", "translate/", "runtime/",
                    "kernels/", "tools/"),
                   "the scheduler is free of MLIR and of every layer above it"),
+    "scheduler/model": (("scheduler/kinds/", "scheduler/search/",
+                         "scheduler/lower/", "scheduler/formats/"),
+                        "the task model sits below every other scheduler "
+                        "folder"),
+    "scheduler/kinds": (("scheduler/search/", "scheduler/lower/",
+                         "scheduler/formats/"),
+                        "a kind knows only the model and the other kinds"),
+    "scheduler/search": (("scheduler/lower/", "scheduler/formats/"),
+                         "the searches know the kinds and the model only"),
+    "scheduler/lower": (("scheduler/kinds/", "scheduler/search/",
+                         "scheduler/formats/"),
+                        "lowering takes any schedule: it knows the model "
+                        "only"),
     "kernels": (("mlir/", "dialect/", "passes/", "translate/", "runtime/",
                  "tools/"),
                 "kernels know neither the runtime nor MLIR"),

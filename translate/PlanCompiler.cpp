@@ -12,7 +12,8 @@
 #include "passes/Passes.h"
 #include "passes/ScheduleLookup.h"
 
-#include "scheduler/Program.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/lower/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -184,10 +185,15 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
         if (!options.partitionStages.empty())
           partition.stages = options.partitionStages;
         // Balanced for where the kind puts the stages.
-        if (options.kind == "interleaved-1f1b" || options.kind == "helix")
-          partition.placement = "loop";
-        else if (options.kind == "zb-v" || options.kind == "dualpipev")
-          partition.placement = "v";
+        if (llvm::Expected<sched::ScheduleKind> kind =
+                sched::parseScheduleKind(options.kind)) {
+          if (sched::stageShape(*kind) == sched::StageShape::Loop)
+            partition.placement = "loop";
+          else if (sched::stageShape(*kind) == sched::StageShape::V)
+            partition.placement = "v";
+        } else {
+          llvm::consumeError(kind.takeError());
+        }
         pm.addPass(createPipePartitionPass(partition));
         break;
       }

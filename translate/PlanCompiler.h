@@ -11,7 +11,7 @@
 #include "passes/ScheduleLookup.h"
 
 #include "kernels/Model.h"
-#include "scheduler/Plan.h"
+#include "scheduler/lower/Plan.h"
 
 #include <string>
 #include <vector>

@@ -16,10 +16,11 @@
 #include "dialect/PipeModel.h"
 #include "passes/ScheduleLookup.h"
 
-#include "scheduler/ChromeTrace.h"
-#include "scheduler/ProblemJson.h"
-#include "scheduler/PyTorchCsv.h"
-#include "scheduler/Report.h"
+#include "scheduler/formats/ChromeTrace.h"
+#include "scheduler/formats/ProblemJson.h"
+#include "scheduler/formats/PyTorchCsv.h"
+#include "scheduler/formats/Report.h"
+#include "scheduler/kinds/Kinds.h"
 #include "translate/PlanCompiler.h"
 
 #include <fmt/format.h>
@@ -186,11 +187,12 @@ static LogicalResult addFallbacks(ScheduleOp s, sched::Plan &plan, int count) {
   // Kinds the scheduler regenerates; a written or imported schedule's
   // fallbacks come from auto.
   std::string kind = s.getKind().value_or("").str();
-  static const char *kGenerated[] = {"gpipe",     "1f1b",  "interleaved-1f1b",
-                                     "zb-h1",     "zb-h2", "zb-v",
-                                     "dualpipev", "helix", "auto"};
-  if (llvm::find(kGenerated, kind) == std::end(kGenerated))
+  if (llvm::Expected<sched::ScheduleKind> parsed =
+          sched::parseScheduleKind(kind);
+      !parsed) {
+    llvm::consumeError(parsed.takeError());
     kind = "auto";
+  }
   if (count > 0 && !plan.ranks.empty() && !plan.ranks[0].device.empty()) {
     s.emitWarning() << "--fallbacks=" << count
                     << ": not stored for a pipeline with devices(...): which "
@@ -355,8 +357,8 @@ static OwningOpRef<Operation *> fromCsv(llvm::SourceMgr &sourceMgr,
   return OwningOpRef<Operation *>(module.release());
 }
 
-/// The pipeline of a spec as problem JSON (scheduler/ProblemJson.h), for
-/// code without MLIR such as the Python wheel's `sc.load`.
+/// The pipeline of a spec as problem JSON (scheduler/formats/ProblemJson.h),
+/// for code without MLIR such as the Python wheel's `sc.load`.
 static LogicalResult toProblem(Operation *op, llvm::raw_ostream &os) {
   PipelineOp pipeline = selectPipeline(cast<ModuleOp>(op), "");
   if (!pipeline)

@@ -9,13 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Generators.h"
-#include "scheduler/ProblemJson.h"
-#include "scheduler/Program.h"
-#include "scheduler/PyTorchCsv.h"
-#include "scheduler/Recompute.h"
-#include "scheduler/Report.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/formats/ProblemJson.h"
+#include "scheduler/formats/PyTorchCsv.h"
+#include "scheduler/formats/Report.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/Recompute.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include "llvm/Support/raw_ostream.h"
 

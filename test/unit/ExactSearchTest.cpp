@@ -10,10 +10,10 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/ExactSearch.h"
-#include "scheduler/Generators.h"
-#include "scheduler/LowerBound.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/ExactSearch.h"
+#include "scheduler/search/LowerBound.h"
 
 #include <cstdio>
 

@@ -12,10 +12,10 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/LowerBound.h"
-#include "scheduler/Plan.h"
-#include "scheduler/Program.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/LowerBound.h"
 
 #include <map>
 #include <random>

@@ -9,9 +9,9 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Helix.h"
-#include "scheduler/Plan.h"
-#include "scheduler/Program.h"
+#include "scheduler/kinds/Helix.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/lower/Program.h"
 
 #include <set>
 

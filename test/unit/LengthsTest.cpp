@@ -8,12 +8,13 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
-#include "scheduler/LowerBound.h"
-#include "scheduler/Plan.h"
-#include "scheduler/Program.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/LowerBound.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include <fmt/format.h>
 

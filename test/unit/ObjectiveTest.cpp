@@ -11,9 +11,10 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/AutoScheduler.h"
-#include "scheduler/Generators.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include <algorithm>
 

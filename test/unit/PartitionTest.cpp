@@ -8,7 +8,7 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Partition.h"
+#include "scheduler/search/Partition.h"
 
 #include <gtest/gtest.h>
 

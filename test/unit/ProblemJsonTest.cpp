@@ -1,8 +1,8 @@
 //===- ProblemJsonTest.cpp - A problem through JSON and back --------------===//
 
-#include "scheduler/ProblemJson.h"
-#include "scheduler/Generators.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/formats/ProblemJson.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
 
 #include "llvm/Support/raw_ostream.h"
 

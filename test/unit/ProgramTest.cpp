@@ -9,10 +9,10 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/Plan.h"
-#include "scheduler/Program.h"
-#include "scheduler/ScheduleError.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/lower/Program.h"
+#include "scheduler/model/ScheduleError.h"
 
 #include <map>
 #include <tuple>

@@ -7,8 +7,8 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/PyTorchCsv.h"
+#include "scheduler/formats/PyTorchCsv.h"
+#include "scheduler/kinds/Kinds.h"
 
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;

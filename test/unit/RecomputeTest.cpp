@@ -6,8 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/Recompute.h"
-#include "scheduler/Generators.h"
+#include "scheduler/search/Recompute.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include "TestUtil.h"
 

@@ -7,9 +7,9 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/ChromeTrace.h"
-#include "scheduler/Generators.h"
-#include "scheduler/Report.h"
+#include "scheduler/formats/ChromeTrace.h"
+#include "scheduler/formats/Report.h"
+#include "scheduler/kinds/Kinds.h"
 
 #include <fmt/format.h>
 

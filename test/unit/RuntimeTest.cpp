@@ -11,9 +11,9 @@
 
 #include "runtime/Runtime.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/Plan.h"
-#include "scheduler/Program.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/lower/Plan.h"
+#include "scheduler/lower/Program.h"
 
 #include <limits>
 

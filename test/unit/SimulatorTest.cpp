@@ -7,8 +7,9 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/ScheduleByName.h"
 
 #include <fmt/format.h>
 

@@ -7,8 +7,8 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/TaskGraph.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/TaskGraph.h"
 
 #include <cmath>
 

@@ -7,9 +7,9 @@
 #ifndef STAGECRAFT_TEST_UNIT_TESTUTIL_H
 #define STAGECRAFT_TEST_UNIT_TESTUTIL_H
 
-#include "scheduler/Generators.h"
-#include "scheduler/Problem.h"
-#include "scheduler/Simulator.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Problem.h"
+#include "scheduler/model/Simulator.h"
 
 #include "llvm/Support/Error.h"
 

@@ -7,11 +7,11 @@
 
 #include "TestUtil.h"
 
-#include "scheduler/Generators.h"
-#include "scheduler/ListScheduler.h"
-#include "scheduler/LowerBound.h"
-#include "scheduler/Simulator.h"
-#include "scheduler/ZeroBubbleHeuristic.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/kinds/ListScheduler.h"
+#include "scheduler/kinds/ZeroBubbleHeuristic.h"
+#include "scheduler/model/Simulator.h"
+#include "scheduler/search/LowerBound.h"
 
 #include <algorithm>
 

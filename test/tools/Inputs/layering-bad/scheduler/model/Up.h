@@ -1,0 +1,2 @@
+// A model header that reaches up into the kinds.
+#include "scheduler/kinds/Kinds.h"
