@@ -1,4 +1,5 @@
-//===- ScheduleByName.h - A schedule by kind name, with searches -*- C++ -*-===//
+//===- ScheduleByName.h - A schedule by kind name, with searches -*- C++
+//-*-===//
 //
 // The front door of the scheduler: a kind by name, which is one of the fixed
 // kinds (scheduler/kinds/), `auto` (AutoScheduler) or `exact` (ExactSearch),
