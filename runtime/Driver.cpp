@@ -81,9 +81,9 @@ Error stagecraft::runtime::checkMemory(const sched::Plan &plan, int mpiRank,
                   maxMemory.str(), *limit));
 }
 
-Expected<sched::Plan>
-stagecraft::runtime::loadPlan(const DriverOptions &o, const PlanSource &source,
-                              int64_t minMessageBytes) {
+Expected<sched::Plan> stagecraft::runtime::loadPlan(const DriverOptions &o,
+                                                    const PlanSource &source,
+                                                    int64_t minMessageBytes) {
   auto compileInput = [&](int64_t bytes) -> Expected<sched::Plan> {
     if (!source.compile)
       return createStringError(inconvertibleErrorCode(),
@@ -153,9 +153,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     std::string message = toString(std::move(err));
     errs() << "stagecraft-run: error: " << message << "\n";
     // A lost rank is re-plannable; anything else is bad input or a bug.
-    return StringRef(message).contains(kRankLostPrefix)
-               ? kExitRankLost
-               : 1;
+    return StringRef(message).contains(kRankLostPrefix) ? kExitRankLost : 1;
   };
   Expected<double> unit = parseDuration(o.timeUnit, "time-unit");
   if (!unit)
@@ -180,15 +178,13 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
             inconvertibleErrorCode(),
             "--inject-failure=" + o.injectFailure +
                 ": a run takes one failure; a list is for --elastic"));
-      if (Error err = parseInjectedFailure(o.injectFailure,
-                                                                training))
+      if (Error err = parseInjectedFailure(o.injectFailure, training))
         return fail(std::move(err));
       if (o.reference || o.backend == "cuda")
         return fail(createStringError(
             inconvertibleErrorCode(),
             "--inject-failure runs on the local and mpi backends"));
-      if (training.inject ==
-              TrainOptions::Inject::Checkpoint &&
+      if (training.inject == TrainOptions::Inject::Checkpoint &&
           o.checkpointDir.empty())
         return fail(createStringError(
             inconvertibleErrorCode(),
@@ -197,17 +193,47 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
       training.failureStamp = o.failureStamp;
     }
     if (!o.injectSlowdown.empty()) {
-      if (Error err = parseInjectedSlowdown(o.injectSlowdown,
-                                                                 training))
+      if (Error err = parseInjectedSlowdown(o.injectSlowdown, training))
         return fail(std::move(err));
       if (o.reference || o.backend == "cuda")
         return fail(createStringError(
             inconvertibleErrorCode(),
             "--inject-slowdown runs on the local and mpi backends"));
     }
+    if (!std::isfinite(o.clipGradNorm) || o.clipGradNorm < 0.0)
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          fmt::format("--clip-grad-norm={} must be a finite number >= 0 (0: "
+                      "no clipping)",
+                      o.clipGradNorm)));
+    if (!o.injectNonFinite.empty())
+      if (Error err = parseInjectedNonFinite(o.injectNonFinite, training))
+        return fail(std::move(err));
+    const bool checks =
+        o.clipGradNorm > 0.0 || o.overlapSteps || !o.injectNonFinite.empty();
+    if (checks && o.backend == "cuda")
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "--clip-grad-norm, --overlap-steps and --inject-nonfinite run on "
+          "the local and mpi backends (the cuda backend does not exchange "
+          "the ranks' gradient checks)"));
+    if (checks && o.modelCode == "device")
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "--clip-grad-norm, --overlap-steps and --inject-nonfinite change "
+          "the reference stages' gradients and weights; --model=device keeps "
+          "its own in device memory"));
+    if (o.overlapSteps && o.reference)
+      return fail(createStringError(
+          inconvertibleErrorCode(),
+          "--overlap-steps overlaps the pipeline's steps; --reference runs "
+          "one sequence with none to overlap"));
+    training.clipGradNorm = o.clipGradNorm;
+    training.overlapSteps = o.overlapSteps;
     training.identity.assign(o.survivors.begin(), o.survivors.end());
     if (o.stragglerThreshold) {
-      if (!(*o.stragglerThreshold > 1.0) || !std::isfinite(*o.stragglerThreshold))
+      if (!(*o.stragglerThreshold > 1.0) ||
+          !std::isfinite(*o.stragglerThreshold))
         return fail(createStringError(
             inconvertibleErrorCode(),
             fmt::format("--straggler-threshold={} must be above 1 (a factor "
@@ -282,15 +308,14 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
       return fail(createStringError(inconvertibleErrorCode(),
                                     "--profile measures a spec's stages; "
                                     "this front end compiles no spec"));
-    StringRef output = o.profile->empty() ? StringRef("-") : StringRef(*o.profile);
+    StringRef output =
+        o.profile->empty() ? StringRef("-") : StringRef(*o.profile);
     Error err = Error::success();
     if (o.backend == "cuda") {
 #ifdef STAGECRAFT_HAVE_CUDA
-      err = withCudaStages(
-          [&](const stagecraft::kernels::StageFactory &where) {
-            return source.profile(training.model,
-                                                     o.steps, output, where);
-          });
+      err = withCudaStages([&](const stagecraft::kernels::StageFactory &where) {
+        return source.profile(training.model, o.steps, output, where);
+      });
 #else
       err = createStringError(inconvertibleErrorCode(), kNoCuda);
 #endif
@@ -307,8 +332,8 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
         << "; run or schedule that spec with --time-unit=1ms\n";
     return 0;
   }
-  Expected<sched::Plan> plan = loadPlan(o, source, 
-      o.train ? trainingMessageBytes(training.model) : 64);
+  Expected<sched::Plan> plan =
+      loadPlan(o, source, o.train ? trainingMessageBytes(training.model) : 64);
   if (!plan)
     return fail(plan.takeError());
   training.model.microbatches = plan->microbatches;
@@ -328,8 +353,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     // Messages hold the longest sequence (a join's).
     if (StringRef(o.input).ends_with(".mlir") || !o.scheduleKind.empty()) {
       stagecraft::kernels::ModelConfig longest = training.model;
-      longest.sequence =
-          stageGraph(*plan, o.sequence).longest();
+      longest.sequence = stageGraph(*plan, o.sequence).longest();
       if (Error err = longest.validate())
         return fail(std::move(err));
       plan = loadPlan(o, source, trainingMessageBytes(longest));
@@ -370,8 +394,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     // A spec is planned again with messages that hold the longest
     // microbatch (a plan file must have been written with them).
     if (StringRef(o.input).ends_with(".mlir") || !o.scheduleKind.empty()) {
-      plan =
-          loadPlan(o, source, trainingMessageBytes(training.model));
+      plan = loadPlan(o, source, trainingMessageBytes(training.model));
       if (!plan)
         return fail(plan.takeError());
     }
@@ -389,9 +412,8 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
                   "rank {}: instruction {}: {} costs {:.6g} x {:.6g} s = "
                   "{:.6g} "
                   "s, above the limit of {} s for a timed compute",
-                  r, i,
-                  describePlanAction(*plan, op.action),
-                  op.cost, *unit, seconds, kMaxDurationSeconds)));
+                  r, i, describePlanAction(*plan, op.action), op.cost, *unit,
+                  seconds, kMaxDurationSeconds)));
       }
   if (Error err = checkMemory(*plan, o.backend == "mpi" ? rank : -1,
                               o.train ? &training : nullptr, o.maxMemory))
@@ -410,14 +432,12 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
                                   "--reference needs --train"));
   auto sequentialRun = [&]() -> Expected<RunReport> {
     if (o.backend != "cuda")
-      return runReference(
-          *plan, training, hostStagesFor(training));
+      return runReference(*plan, training, hostStagesFor(training));
 #ifdef STAGECRAFT_HAVE_CUDA
     std::optional<RunReport> result;
     if (Error err = withCudaStages(
             [&](const stagecraft::kernels::StageFactory &where) -> Error {
-              auto r =
-                  runReference(*plan, training, where);
+              auto r = runReference(*plan, training, where);
               if (!r)
                 return r.takeError();
               result = std::move(*r);
@@ -445,8 +465,8 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
 #ifdef STAGECRAFT_HAVE_MPI
           : runMpi(*plan, options);
 #else
-          : Expected<RunReport>(createStringError(
-                inconvertibleErrorCode(), "this build has no MPI"));
+          : Expected<RunReport>(createStringError(inconvertibleErrorCode(),
+                                                  "this build has no MPI"));
 #endif
   if (!report)
     return fail(report.takeError());
@@ -454,13 +474,12 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   // "re-plan with the speeds measured", after printing the straggler lines.
   // The other ranks' part is done and they exit 0: under mpirun a non-zero
   // exit ends the job, which could end rank 0 before it printed.
-  const int status =
-      report->stoppedAt >= 0 ? kExitStraggler : 0;
+  const int status = report->stoppedAt >= 0 ? kExitStraggler : 0;
   if (rank != 0)
     return 0;
-  outs() << formatRunReport(
-      *plan, *report, options,
-      o.reference ? std::string("sequential reference") : std::string(o.backend));
+  outs() << formatRunReport(*plan, *report, options,
+                            o.reference ? std::string("sequential reference")
+                                        : std::string(o.backend));
   if (o.train && !o.dumpGrads.empty()) {
     std::error_code ec;
     raw_fd_ostream os(o.dumpGrads + "/losses.txt", ec);
@@ -478,8 +497,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   if (status != 0) {
     outs().flush();
     for (const Straggler &s : report->stragglers)
-      errs() << describeStraggler(s, report->stoppedAt,
-                                                       training.identity)
+      errs() << describeStraggler(s, report->stoppedAt, training.identity)
              << "\n";
   }
   return status;

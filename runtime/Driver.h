@@ -77,6 +77,11 @@ struct DriverOptions {
   /// --straggler-threshold, when given.
   std::optional<double> stragglerThreshold;
   int stragglerSteps = 3;
+  /// --clip-grad-norm, --overlap-steps, --inject-nonfinite
+  /// (TrainOptions::clipGradNorm, overlapSteps, nanStage).
+  double clipGradNorm = 0.0;
+  bool overlapSteps = false;
+  std::string injectNonFinite;
   /// --profile[=FILE]: set (empty: stdout) when given.
   std::optional<std::string> profile;
 
@@ -138,8 +143,7 @@ llvm::Expected<sched::Plan> loadPlan(const DriverOptions &options,
 /// backend (0 for local and cuda), prints rank 0's report, and returns the
 /// process's exit status: 0, 1 for an error (printed as one line naming
 /// rank, stage or action), kExitRankLost or kExitStraggler.
-int runDriver(const DriverOptions &options, const PlanSource &source,
-              int rank);
+int runDriver(const DriverOptions &options, const PlanSource &source, int rank);
 
 /// `--elastic`: runs attempts as child processes of \p self (this binary)
 /// with \p args (the command line after the program name); after each lost

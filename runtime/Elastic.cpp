@@ -55,10 +55,9 @@ int stagecraft::runtime::superviseElastic(
     const DriverOptions &o, const PlanSource &source, const std::string &self,
     const std::vector<std::string> &argv) {
   // Compiles the spec for \p ranks ranks as \p kind, timing it.
-  auto planFor = [&](int ranks, const std::string &kind,
-                     llvm::ArrayRef<int> survivors,
-                     llvm::ArrayRef<double> factors,
-                     double &ms) -> Expected<sched::Plan> {
+  auto planFor =
+      [&](int ranks, const std::string &kind, llvm::ArrayRef<int> survivors,
+          llvm::ArrayRef<double> factors, double &ms) -> Expected<sched::Plan> {
     PlanRequest request;
     request.kind = kind;
     request.chunks = kind == "interleaved-1f1b" ? o.chunks : 0;
@@ -78,7 +77,8 @@ int stagecraft::runtime::superviseElastic(
     return rc;
   };
   const bool fromSpec = StringRef(o.input).ends_with(".mlir");
-  if (!o.train || o.checkpointDir.empty() || (fromSpec && o.scheduleKind.empty()) ||
+  if (!o.train || o.checkpointDir.empty() ||
+      (fromSpec && o.scheduleKind.empty()) ||
       (!fromSpec && !o.scheduleKind.empty()))
     return stop("--elastic needs --train, --checkpoint-dir and either a spec "
                 "(.mlir) with --schedule or a plan file (from "
@@ -113,8 +113,7 @@ int stagecraft::runtime::superviseElastic(
   int ranks = 0;
   if (fromSpec) {
     Expected<sched::Plan> first = planFor(
-        o.ranks, kind,
-        std::vector<int>(o.survivors.begin(), o.survivors.end()),
+        o.ranks, kind, std::vector<int>(o.survivors.begin(), o.survivors.end()),
         std::vector<double>(o.speedFactors.begin(), o.speedFactors.end()), ms);
     if (!first)
       return stop(toString(first.takeError()), 1);
@@ -340,8 +339,7 @@ int stagecraft::runtime::superviseElastic(
       continue;
     }
     // Under a launcher, a killed process ends the job with a signal status.
-    bool lost = rc == kExitRankLost ||
-                (!o.launcher.empty() && rc > 128);
+    bool lost = rc == kExitRankLost || (!o.launcher.empty() && rc > 128);
     if (!lost)
       return cleanUp(
           stop(fmt::format("attempt {} failed with status {} (not "
@@ -376,12 +374,11 @@ int stagecraft::runtime::superviseElastic(
       return cleanUp(
           stop(fmt::format("stopping after {} lost rank{} (--max-failures={}); "
                            "surviving ranks: {}",
-                           failures, failures == 1 ? "" : "s", int(o.maxFailures),
-                           describeSurvivors()),
+                           failures, failures == 1 ? "" : "s",
+                           int(o.maxFailures), describeSurvivors()),
                kExitRankLost));
     if (ranks - 1 < 1)
-      return cleanUp(stop("no rank is left to re-plan on",
-                          kExitRankLost));
+      return cleanUp(stop("no rank is left to re-plan on", kExitRankLost));
     std::string why, how;
     if (fromSpec) {
       // Re-plan for the survivors: the same kind where it still applies.

@@ -296,6 +296,63 @@ private:
     return decision != 0;
   }
 
+  /// A step's gradient checks on their way between the ranks: this rank's
+  /// values, every rank's (filled as they arrive) and the requests.
+  struct CheckExchange {
+    std::vector<double> mine, all;
+    std::vector<Request> sends, receives;
+  };
+  std::map<int, CheckExchange> checks;
+
+  /// Starts sending this rank's checks of \p step to every rank and
+  /// receiving theirs. Every rank posts them at the same point of its
+  /// stream (after the step's instructions, before the next step's), so
+  /// they match in order on each channel, as the plan's messages do.
+  llvm::Error postChecks(int step, const std::vector<double> &mine) {
+    const int p = plan.numRanks();
+    const size_t k = mine.size();
+    CheckExchange &x = checks[step];
+    x.mine = mine;
+    x.all.assign(p * k, 0.0);
+    std::copy(mine.begin(), mine.end(), x.all.begin() + rank * k);
+    x.sends.resize(p);
+    x.receives.resize(p);
+    for (int r = 0; r < p; ++r) {
+      if (r == rank)
+        continue;
+      if (llvm::Error err =
+              comm.isend(r, x.mine.data(), k * sizeof(double), x.sends[r]))
+        return err;
+      if (llvm::Error err = comm.irecv(r, x.all.data() + r * k,
+                                       k * sizeof(double), x.receives[r]))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
+  /// Every rank's checks of \p step, in rank order.
+  llvm::Expected<std::vector<double>> finishChecks(int step) {
+    auto it = checks.find(step);
+    if (it == checks.end())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("rank {}: the gradient checks of step {} were never "
+                      "sent",
+                      rank, step));
+    CheckExchange &x = it->second;
+    for (int r = 0; r < plan.numRanks(); ++r) {
+      const std::string what =
+          fmt::format("the gradient checks of step {} with rank {}", step, r);
+      if (llvm::Error err = await(ops.size(), x.receives[r], what))
+        return std::move(err);
+      if (llvm::Error err = await(ops.size(), x.sends[r], what))
+        return std::move(err);
+    }
+    std::vector<double> all = std::move(x.all);
+    checks.erase(it);
+    return all;
+  }
+
   /// This rank's number in the first attempt.
   int identity() const {
     const std::vector<int> &id = options.train->identity;
@@ -483,6 +540,14 @@ llvm::Expected<RankResult> RankRunner::run() {
     hooks.atStep = [&](int step) { return atStep(step); };
     hooks.atCheckpoint = [&](int done) { return atCheckpoint(done); };
     hooks.resumeSeconds = &result.resumeSeconds;
+    hooks.postChecks = [&](int step, const std::vector<double> &mine) {
+      return postChecks(step, mine);
+    };
+    hooks.finishChecks = [&](int step) { return finishChecks(step); };
+    hooks.stepEnds = &result.stepEnds;
+    hooks.now = [&] { return now(); };
+    hooks.rollbacks = &result.rollbacks;
+    hooks.skippedSteps = &result.skippedSteps;
     if (llvm::Error err = trainSteps(
             plan, models, train,
             [&]() -> llvm::Error {

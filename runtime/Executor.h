@@ -77,7 +77,26 @@ struct TrainOptions {
   /// The first attempt's number of each rank (--survivors); empty: the
   /// ranks are their own numbers.
   std::vector<int> identity;
+  /// The global checks of every step's gradients (all ranks' together):
+  /// clip to this global L2 norm (torch's clip_grad_norm_; 0: no clipping),
+  /// and skip the update of a step whose gradients are non-finite anywhere.
+  double clipGradNorm = 0.0;
+  /// --overlap-steps: no barrier between steps. Each rank applies its update
+  /// after its own last W of a step and goes on to the next step; the
+  /// global checks of step k are validated after the fact, at the end of
+  /// step k+1, and when they fail (clipping applies, or a gradient is
+  /// non-finite) every rank rolls step k's update back, applies the checked
+  /// one, and runs step k+1 again. Losses and weights are bitwise those of
+  /// the run without overlap.
+  bool overlapSteps = false;
+  /// Fault injection for tests (--inject-nonfinite=STAGE:STEP): stage
+  /// `nanStage`'s first gradient element becomes NaN at step `nanStep`
+  /// (each time that step runs, as its data would). Negative stage: none.
+  int nanStage = -1, nanStep = 0;
 };
+
+/// Parses --inject-nonfinite's STAGE:STEP into \p train.
+llvm::Error parseInjectedNonFinite(llvm::StringRef text, TrainOptions &train);
 
 /// Parses --inject-slowdown's RANK:STEP:FACTOR into \p train.
 llvm::Error parseInjectedSlowdown(llvm::StringRef text, TrainOptions &train);
@@ -172,6 +191,11 @@ struct RankResult {
   int stoppedAt = -1;
   /// Rank 0: the stragglers that stopped it.
   std::vector<Straggler> stragglers;
+  /// Training: when each step ended, seconds from the common start.
+  std::vector<double> stepEnds;
+  /// Training: steps rolled back (--overlap-steps) and steps skipped for a
+  /// non-finite gradient.
+  int rollbacks = 0, skippedSteps = 0;
 };
 
 /// Training: per rank, the activation peak in bytes that \p plan's order
@@ -285,6 +309,21 @@ struct TrainHooks {
   std::function<llvm::Error(int done)> atCheckpoint;
   /// Set to the seconds loading and restoring the checkpoint took.
   double *resumeSeconds = nullptr;
+  /// The exchange of each step's gradient checks among the ranks (none:
+  /// this process holds every stage, its checks are the global ones):
+  /// `postChecks` starts sending this rank's values of step \p step to
+  /// every rank and receiving theirs; `finishChecks` waits for them and
+  /// returns every rank's values, in rank order.
+  std::function<llvm::Error(int step, const std::vector<double> &mine)>
+      postChecks;
+  std::function<llvm::Expected<std::vector<double>>(int step)> finishChecks;
+  /// Set to when each step ended (seconds from the run's start; a step run
+  /// again after a rollback: its last end).
+  std::vector<double> *stepEnds = nullptr;
+  std::function<double()> now;
+  /// Set to the steps rolled back (--overlap-steps) and the steps whose
+  /// update was skipped for a non-finite gradient.
+  int *rollbacks = nullptr, *skippedSteps = nullptr;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

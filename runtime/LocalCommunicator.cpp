@@ -1,7 +1,8 @@
 //===- LocalCommunicator.cpp - Ranks as threads ---------------------------===//
 //
 // Every ordered pair of ranks has a FIFO of messages guarded by a mutex. A
-// send copies its data into the FIFO and completes at once; a receive waits
+// send copies its data into the FIFO and completes at once; receives match
+// the messages in the order they were posted, each waiting
 // on the FIFO's condition variable, waking regularly to poll the progress
 // monitor so that a hang is reported rather than waited out.
 //
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 
 using namespace stagecraft::runtime;
 
@@ -97,6 +99,7 @@ public:
                     Request &request) override {
     request.id = nextId++;
     pending[request.id] = {peer, data, bytes};
+    posted[peer].push_back(request.id);
     return llvm::Error::success();
   }
 
@@ -106,12 +109,41 @@ public:
     return !request.active();
   }
 
+  /// Receives match messages in the order they were posted to a peer (as
+  /// MPI's do), whatever order they are waited in: waiting for one first
+  /// completes the earlier ones from the same peer.
   llvm::Error wait(Request &request, ProgressMonitor &monitor) override {
     if (!request.active())
       return llvm::Error::success();
-    Pending recv = pending[request.id];
-    pending.erase(request.id);
+    const int id = request.id;
     request.id = -1;
+    if (done.erase(id))
+      return llvm::Error::success();
+    std::deque<int> &queue = posted[pending.at(id).peer];
+    while (!queue.empty()) {
+      const int next = queue.front();
+      queue.pop_front();
+      Pending recv = pending[next];
+      pending.erase(next);
+      if (llvm::Error err = receive(recv, monitor))
+        return err;
+      if (next == id)
+        return llvm::Error::success();
+      done.insert(next);
+    }
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "a receive that was never posted");
+  }
+
+private:
+  struct Pending {
+    int peer;
+    void *data;
+    size_t bytes;
+  };
+
+  /// Takes the next message from \p recv's peer into its buffer.
+  llvm::Error receive(const Pending &recv, ProgressMonitor &monitor) {
     auto &ch = fabric.channel(recv.peer, me);
     std::unique_lock<std::mutex> lock(ch.mutex);
     while (ch.messages.empty()) {
@@ -132,16 +164,14 @@ public:
     return llvm::Error::success();
   }
 
-private:
-  struct Pending {
-    int peer;
-    void *data;
-    size_t bytes;
-  };
   LocalFabric::Impl &fabric;
   int me;
   int nextId = 0;
   std::map<int, Pending> pending;
+  /// Per peer, the receives not yet matched, in the order posted.
+  std::map<int, std::deque<int>> posted;
+  /// Receives matched while waiting for a later one.
+  std::set<int> done;
 };
 } // namespace
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 #ifdef STAGECRAFT_HAVE_MPI
@@ -31,6 +32,9 @@ static void finish(RunReport &report) {
   if (!report.ranks.empty()) {
     report.firstStep = report.ranks.front().firstStep;
     report.stoppedAt = report.ranks.front().stoppedAt;
+    // Every rank reaches the same verdicts.
+    report.rollbacks = report.ranks.front().rollbacks;
+    report.skippedSteps = report.ranks.front().skippedSteps;
   }
   for (const RankResult &r : report.ranks) {
     report.wall = std::max(report.wall, r.wall);
@@ -42,6 +46,10 @@ static void finish(RunReport &report) {
     // Only the rank of the last stage reports a non-zero loss.
     for (size_t k = 0; k < r.losses.size(); ++k)
       report.losses[k] += r.losses[k];
+    if (report.stepEnds.size() < r.stepEnds.size())
+      report.stepEnds.resize(r.stepEnds.size(), 0.0);
+    for (size_t k = 0; k < r.stepEnds.size(); ++k)
+      report.stepEnds[k] = std::max(report.stepEnds[k], r.stepEnds[k]);
   }
 }
 
@@ -151,6 +159,11 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   TrainHooks hooks;
   hooks.firstStep = &result.firstStep;
   hooks.resumeSeconds = &result.resumeSeconds;
+  hooks.skippedSteps = &result.skippedSteps;
+  hooks.stepEnds = &result.stepEnds;
+  hooks.now = [&] {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
   if (llvm::Error err =
           trainSteps(plan, models, train, pass, result.losses, hooks))
     return std::move(err);
@@ -293,6 +306,11 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   std::vector<double> losses(mine.losses.size(), 0.0);
   MPI_Reduce(mine.losses.data(), losses.data(), static_cast<int>(losses.size()),
              MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  // Every rank ran the same steps (a failure ends the job).
+  std::vector<double> stepEnds(mine.stepEnds.size(), 0.0);
+  MPI_Reduce(mine.stepEnds.data(), stepEnds.data(),
+             static_cast<int>(stepEnds.size()), MPI_DOUBLE, MPI_MAX, 0,
+             MPI_COMM_WORLD);
   RunReport report;
   if (rank != 0) {
     report.stoppedAt = mine.stoppedAt;
@@ -311,6 +329,8 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
     rr.firstStep = mine.firstStep; // the same checkpoint on every rank
     rr.resumeSeconds = mine.resumeSeconds;
     rr.stoppedAt = mine.stoppedAt; // every rank is told the same
+    rr.rollbacks = mine.rollbacks; // and reaches the same verdicts
+    rr.skippedSteps = mine.skippedSteps;
     if (r == 0)
       rr.stragglers = mine.stragglers;
     for (int k = offsets[r]; k + 2 < offsets[r] + counts[r]; k += 3)
@@ -320,9 +340,34 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
   }
   finish(report);
   report.losses = std::move(losses);
+  report.stepEnds = std::move(stepEnds);
   return report;
 }
 #endif
+
+/// The simulated span of \p plan in its units: the most any rank takes from
+/// its first compute's start to its last compute's end (the step when
+/// steps overlap).
+static double simulatedSpan(const sched::Plan &plan) {
+  double span = 0.0;
+  for (int r = 0;
+       r < plan.numRanks() && r < static_cast<int>(plan.simulatedStart.size());
+       ++r) {
+    const std::vector<double> &starts = plan.simulatedStart[r];
+    double first = std::numeric_limits<double>::infinity(), last = 0.0;
+    size_t k = 0;
+    for (const sched::PlanOp &op : plan.ranks[r].ops) {
+      if (op.kind != sched::PlanOp::Kind::Compute || k >= starts.size())
+        continue;
+      first = std::min(first, starts[k]);
+      last = std::max(last, starts[k] + op.cost);
+      ++k;
+    }
+    if (k > 0)
+      span = std::max(span, last - first);
+  }
+  return span;
+}
 
 std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                                                  const RunReport &report,
@@ -370,6 +415,30 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
                        simulated > 0 ? wallMs / steps / simulated : 1.0);
   if (train)
     out += fmt::format("all {} steps: measured {:.3f} ms\n", steps, wallMs);
+  // The steady state: the step-to-step time once the pipeline is full,
+  // against the simulated span (what a step costs when steps overlap) and
+  // makespan (with a barrier between steps).
+  if (train && !sequential && report.stepEnds.size() >= 3) {
+    std::vector<double> gaps;
+    for (size_t k = 1; k < report.stepEnds.size(); ++k)
+      gaps.push_back((report.stepEnds[k] - report.stepEnds[k - 1]) * 1e3);
+    std::sort(gaps.begin(), gaps.end());
+    const double median = gaps[gaps.size() / 2];
+    const double span = simulatedSpan(plan) * unitMs;
+    out += fmt::format(
+        "steady state ({}): median step {:.3f} ms over steps {}..{} (range "
+        "{:.3f}..{:.3f}); simulated span {:.3f} ms, makespan {:.3f} ms\n",
+        options.exec.train->overlapSteps ? "steps overlap"
+                                         : "a barrier between steps",
+        median, report.firstStep + 1,
+        report.firstStep + static_cast<int>(report.stepEnds.size()) - 1,
+        gaps.front(), gaps.back(), span, simulated);
+  }
+  if (train && (report.rollbacks > 0 || report.skippedSteps > 0))
+    out += fmt::format("gradient checks: {} step(s) rolled back and run again "
+                       "(--overlap-steps), {} update(s) skipped for a "
+                       "non-finite gradient\n",
+                       report.rollbacks, report.skippedSteps);
   size_t instructions = 0;
   double overhead = 0.0;
   if (!sequential) {

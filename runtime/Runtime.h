@@ -46,6 +46,11 @@ struct RunReport {
   /// `stragglers` (-1: every step ran).
   int stoppedAt = -1;
   std::vector<Straggler> stragglers;
+  /// Training: when each step ended on the last rank to end it, seconds
+  /// from the common start; the steps rolled back (--overlap-steps) and
+  /// those skipped for a non-finite gradient.
+  std::vector<double> stepEnds;
+  int rollbacks = 0, skippedSteps = 0;
 };
 
 /// Runs all ranks as threads of this process.

@@ -139,6 +139,10 @@ static llvm::Error dumpStage(kernels::StageModel &model, const std::string &dir,
   return llvm::Error::success();
 }
 
+/// Steps in a row whose update a non-finite gradient skipped before the
+/// run stops as diverged.
+static constexpr int kMaxSkippedSteps = 3;
+
 llvm::Error stagecraft::runtime::trainSteps(
     const sched::Plan &plan, RankModels &models, const TrainOptions &train,
     llvm::function_ref<llvm::Error()> pass, std::vector<double> &losses,
@@ -220,6 +224,143 @@ llvm::Error stagecraft::runtime::trainSteps(
         return err;
     return llvm::Error::success();
   };
+  // The global checks of a step's gradients. This rank's part: the sum of
+  // squares of its finite gradient elements, how many are not finite, and
+  // the first stage holding one.
+  auto localChecks = [&] {
+    double sumsq = 0.0, bad = 0.0, badStage = -1.0;
+    for (auto &[index, model] : models.all)
+      for (const kernels::Parameter &param : model->parameters())
+        for (float g : param.grad) {
+          if (std::isfinite(g)) {
+            sumsq += static_cast<double>(g) * g;
+            continue;
+          }
+          if (bad == 0.0)
+            badStage = index;
+          bad += 1.0;
+        }
+    return std::vector<double>{sumsq, bad, badStage};
+  };
+  // Every rank sums the parts in rank order, so all reach the same verdict
+  // bit for bit, with overlap or without.
+  struct Verdict {
+    bool skip = false;
+    double coef = 1.0, norm = 0.0;
+    int badStage = -1;
+    bool changesTheUpdate() const { return skip || coef != 1.0; }
+  };
+  auto verdictOf = [&](const std::vector<double> &all) {
+    Verdict v;
+    double sumsq = 0.0;
+    for (size_t i = 0; i + 2 < all.size(); i += 3) {
+      sumsq += all[i];
+      if (all[i + 1] > 0.0 && !v.skip) {
+        v.skip = true;
+        v.badStage = static_cast<int>(all[i + 2]);
+      }
+    }
+    v.norm = std::sqrt(sumsq);
+    if (!v.skip && train.clipGradNorm > 0.0 && v.norm > train.clipGradNorm)
+      v.coef = train.clipGradNorm / (v.norm + 1e-6);
+    return v;
+  };
+  const bool holdsEveryStage = models.all.size() == plan.stageNames.size();
+  const bool globalChecks =
+      static_cast<bool>(hooks.postChecks) || holdsEveryStage;
+  auto exchange = [&](int step, const std::vector<double> &mine)
+      -> llvm::Expected<std::vector<double>> {
+    if (!hooks.postChecks)
+      return mine;
+    if (llvm::Error err = hooks.postChecks(step, mine))
+      return std::move(err);
+    return hooks.finishChecks(step);
+  };
+  // The update as the checks allow: none for a non-finite gradient, the
+  // gradients scaled by the clipping coefficient first.
+  auto apply = [&](const Verdict &v) {
+    if (v.skip)
+      return;
+    const float coef = static_cast<float>(v.coef);
+    for (auto &[index, model] : models.all) {
+      if (v.coef != 1.0)
+        for (kernels::Parameter &param : model->parameters())
+          for (float &g : param.grad)
+            g *= coef;
+      model->step(train.optimizer);
+    }
+  };
+  int skippedInARow = 0;
+  auto note = [&](const Verdict &v, int step) -> llvm::Error {
+    if (!v.skip) {
+      skippedInARow = 0;
+      return llvm::Error::success();
+    }
+    if (hooks.skippedSteps)
+      ++*hooks.skippedSteps;
+    const std::string stage =
+        v.badStage >= 0 && v.badStage < static_cast<int>(plan.stageNames.size())
+            ? plan.stageNames[v.badStage]
+            : "?";
+    if (++skippedInARow >= kMaxSkippedSteps)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("training diverged: step {}: stage @{}: a gradient is "
+                      "not finite in {} steps in a row",
+                      step, stage, kMaxSkippedSteps));
+    if (hooks.rank == 0)
+      llvm::errs() << fmt::format(
+          "stagecraft-run: warning: step {}: a gradient of stage @{} is not "
+          "finite; no rank applies the step's update\n",
+          step, stage);
+    return llvm::Error::success();
+  };
+  // --overlap-steps: the step whose update was applied before its checks
+  // came back, and what it changed.
+  int pending = -1;
+  std::vector<std::vector<kernels::Parameter>> saved;
+  std::vector<int> savedAdamSteps;
+  auto save = [&] {
+    saved.clear();
+    savedAdamSteps.clear();
+    for (auto &[index, model] : models.all) {
+      saved.push_back(model->parameters());
+      savedAdamSteps.push_back(model->optimizerSteps());
+    }
+  };
+  auto restore = [&] {
+    for (size_t i = 0; i < models.all.size(); ++i) {
+      kernels::StageModel &model = *models.all[i].second;
+      std::vector<kernels::Parameter> &params = model.parameters();
+      for (size_t k = 0; k < params.size(); ++k)
+        params[k] = saved[i][k];
+      model.setOptimizerSteps(savedAdamSteps[i]);
+    }
+  };
+  // Validates the pending step; true when it was rolled back (its checked
+  // update now applied instead).
+  auto validatePending = [&]() -> llvm::Expected<bool> {
+    const int step = pending;
+    pending = -1;
+    llvm::Expected<std::vector<double>> all = hooks.finishChecks(step);
+    if (!all)
+      return all.takeError();
+    Verdict v = verdictOf(*all);
+    if (!v.changesTheUpdate())
+      return false;
+    restore();
+    apply(v);
+    if (hooks.rollbacks)
+      ++*hooks.rollbacks;
+    if (llvm::Error err = note(v, step))
+      return std::move(err);
+    return true;
+  };
+  auto checkpointDue = [&](int done) {
+    return !train.checkpointDir.empty() && train.checkpointEvery > 0 &&
+           (done % train.checkpointEvery == 0 || done == train.steps);
+  };
+  const bool overlap = train.overlapSteps && hooks.postChecks;
   for (int step = first; step < train.steps; ++step) {
     if (hooks.atStep)
       if (llvm::Error err = hooks.atStep(step))
@@ -242,24 +383,69 @@ llvm::Error stagecraft::runtime::trainSteps(
                           step, plan.stageNames[last], mb, l));
         loss += l / plan.microbatches;
       }
-    // A non-finite gradient would poison the weights at the update.
-    for (auto &[index, model] : models.all)
-      for (const kernels::Parameter &param : model->parameters())
-        for (size_t i = 0; i < param.grad.size(); ++i)
-          if (!std::isfinite(param.grad[i]))
-            return llvm::createStringError(
-                llvm::inconvertibleErrorCode(),
-                fmt::format("training diverged: step {}: stage @{}: gradient "
-                            "of {} element {} is {} (summed over the "
-                            "microbatches)",
-                            step, plan.stageNames[index], param.name, i,
-                            param.grad[i]));
+    if (step == train.nanStep)
+      for (auto &[index, model] : models.all)
+        if (index == train.nanStage)
+          model->parameters().front().grad.front() =
+              std::numeric_limits<float>::quiet_NaN();
+    if (!globalChecks)
+      // Without the other ranks' checks (a backend that does not exchange
+      // them), a non-finite gradient stops the run.
+      for (auto &[index, model] : models.all)
+        for (const kernels::Parameter &param : model->parameters())
+          for (size_t i = 0; i < param.grad.size(); ++i)
+            if (!std::isfinite(param.grad[i]))
+              return llvm::createStringError(
+                  llvm::inconvertibleErrorCode(),
+                  fmt::format("training diverged: step {}: stage @{}: "
+                              "gradient of {} element {} is {} (summed over "
+                              "the microbatches)",
+                              step, plan.stageNames[index], param.name, i,
+                              param.grad[i]));
+    const std::vector<double> mine = localChecks();
+    if (pending >= 0) {
+      llvm::Expected<bool> rolledBack = validatePending();
+      if (!rolledBack)
+        return rolledBack.takeError();
+      if (*rolledBack) {
+        // This step ran on the update just undone: run it again.
+        --step;
+        continue;
+      }
+    }
     losses.push_back(loss);
     if (step == first)
       if (llvm::Error err = dumpAll(train.dumpGrads, true))
         return err;
-    for (auto &[index, model] : models.all)
-      model->step(train.optimizer);
+    if (overlap) {
+      if (llvm::Error err = hooks.postChecks(step, mine))
+        return err;
+      save();
+      // Optimistically the update without clipping; a rank whose own
+      // gradient is not finite already knows the step is skipped.
+      if (mine[1] == 0.0)
+        for (auto &[index, model] : models.all)
+          model->step(train.optimizer);
+      pending = step;
+      // A checkpoint and the end of the run hold checked weights.
+      if (step + 1 == train.steps || checkpointDue(step + 1)) {
+        llvm::Expected<bool> rolledBack = validatePending();
+        if (!rolledBack)
+          return rolledBack.takeError();
+      }
+    } else {
+      llvm::Expected<std::vector<double>> all = exchange(step, mine);
+      if (!all)
+        return all.takeError();
+      Verdict v = verdictOf(*all);
+      apply(v);
+      if (llvm::Error err = note(v, step))
+        return err;
+    }
+    if (hooks.stepEnds && hooks.now) {
+      hooks.stepEnds->resize(step - first + 1);
+      hooks.stepEnds->back() = hooks.now();
+    }
     if (llvm::Error err = checkpoint(step + 1))
       return err;
     if (stop) {
@@ -545,6 +731,21 @@ llvm::Error stagecraft::runtime::parseInjectedFailure(llvm::StringRef text,
   train.injectRank = r;
   train.injectStep = st;
   train.inject = mode;
+  return llvm::Error::success();
+}
+
+llvm::Error stagecraft::runtime::parseInjectedNonFinite(llvm::StringRef text,
+                                                        TrainOptions &train) {
+  std::pair<llvm::StringRef, llvm::StringRef> parts = text.split(':');
+  int stage = -1, step = -1;
+  if (parts.first.getAsInteger(10, stage) || stage < 0 ||
+      parts.second.getAsInteger(10, step) || step < 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--inject-nonfinite=" + text.str() +
+            ": expected STAGE:STEP with STAGE (its index) and STEP >= 0");
+  train.nanStage = stage;
+  train.nanStep = step;
   return llvm::Error::success();
 }
 

@@ -148,8 +148,8 @@ TEST(Driver, AMissingPlanFileIsNamed) {
   llvm::Expected<Plan> plan =
       loadPlan(quick("/nonexistent/plan.json"), PlanSource(), 64);
   ASSERT_FALSE(!!plan);
-  EXPECT_EQ(errorMessage(plan.takeError()).rfind(
-                "cannot read /nonexistent/plan.json: ", 0),
+  EXPECT_EQ(errorMessage(plan.takeError())
+                .rfind("cannot read /nonexistent/plan.json: ", 0),
             0u);
 }
 

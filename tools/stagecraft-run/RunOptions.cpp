@@ -200,6 +200,20 @@ static cl::opt<std::string> failureStamp(
 static cl::opt<std::string> dumpWeights(
     "dump-weights", cl::cat(trainCategory),
     cl::desc("directory for each stage's weights after the last step"));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm", cl::init(0.0), cl::cat(trainCategory),
+    cl::desc("clip the gradients of each step to this global L2 norm (all "
+             "ranks' together, as torch's clip_grad_norm_); 0: none"));
+static cl::opt<bool> overlapSteps(
+    "overlap-steps", cl::cat(trainCategory),
+    cl::desc("no barrier between steps: each rank updates after its own "
+             "last W and starts the next step; the global gradient checks "
+             "are validated after the fact and a failed step is rolled back "
+             "(the same losses and weights as without)"));
+static cl::opt<std::string> injectNonFinite(
+    "inject-nonfinite", cl::cat(trainCategory), cl::Hidden,
+    cl::desc("testing: STAGE:STEP, a NaN in that stage's gradient at that "
+             "step"));
 static cl::opt<std::string> profile(
     "profile", cl::cat(trainCategory), cl::ValueOptional,
     cl::desc("with --train and a spec: measure F, I, W of every stage and "
@@ -258,6 +272,9 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   if (stragglerThreshold.getNumOccurrences() || stragglerThreshold != 0.0)
     o.stragglerThreshold = stragglerThreshold;
   o.stragglerSteps = stragglerSteps;
+  o.clipGradNorm = clipGradNorm;
+  o.overlapSteps = overlapSteps;
+  o.injectNonFinite = injectNonFinite;
   if (profile.getNumOccurrences())
     o.profile = profile;
   o.maxFailures = maxFailures;
