@@ -94,6 +94,9 @@ stagecraft::pipe::planFromSchedule(ScheduleOp op, const ScheduleModel &model,
                "unit-bytes={} makes buffers of up to {:.4g} bytes ({} units), "
                "and all of them together overflow 64-bit sizes",
                unitBytes, largest * double(unitBytes), largest);
-  return sched::buildPlan(model.problem, *program, op.getSymName(), unitBytes,
-                          stats, minMessageBytes);
+  sched::Plan plan = sched::buildPlan(model.problem, *program, op.getSymName(),
+                                      unitBytes, stats, minMessageBytes);
+  if (auto objective = op->getAttrOfType<StringAttr>("objective"))
+    plan.objective = objective.getValue().str();
+  return plan;
 }

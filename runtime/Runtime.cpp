@@ -424,13 +424,16 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
       gaps.push_back((report.stepEnds[k] - report.stepEnds[k - 1]) * 1e3);
     std::sort(gaps.begin(), gaps.end());
     const double median = gaps[gaps.size() / 2];
-    const double span = simulatedSpan(plan) * unitMs;
+    const double span =
+        (plan.simulatedSpan > 0.0 ? plan.simulatedSpan : simulatedSpan(plan)) *
+        unitMs;
     out += fmt::format(
-        "steady state ({}): median step {:.3f} ms over steps {}..{} (range "
-        "{:.3f}..{:.3f}); simulated span {:.3f} ms, makespan {:.3f} ms\n",
+        "steady state ({}; the plan minimizes the {}): median step {:.3f} "
+        "ms over steps {}..{} (range {:.3f}..{:.3f}); simulated span {:.3f} "
+        "ms, makespan {:.3f} ms\n",
         options.exec.train->overlapSteps ? "steps overlap"
                                          : "a barrier between steps",
-        median, report.firstStep + 1,
+        plan.objective, median, report.firstStep + 1,
         report.firstStep + static_cast<int>(report.stepEnds.size()) - 1,
         gaps.front(), gaps.back(), span, simulated);
   }

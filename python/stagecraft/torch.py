@@ -61,8 +61,14 @@ def _check_kind(kind: str) -> None:
 
 def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None,
          time_limit: float = 10.0, chunks: int = 0, group=None,
-         recompute: str | None = None) -> Schedule:
+         recompute: str | None = None,
+         objective: str = "makespan") -> Schedule:
     """Stagecraft's schedule of `problem` for torch (every kind but helix).
+
+    `objective` is the makespan: torch's runtime steps the optimizer after
+    the whole schedule, a barrier between steps, so one step costs the
+    makespan; "span" (steps that overlap, `stagecraft-run --overlap-steps`)
+    raises ScheduleError saying so.
 
     `recompute` as `stagecraft.schedule` (default: auto when the problem has
     a capacity, else none). `auto` searches under a time limit, so two ranks
@@ -72,6 +78,13 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     locally.
     """
     _check_kind(kind)
+    if objective != "makespan":
+        raise ScheduleError(
+            f"objective={objective!r}: torch's runtime steps the optimizer "
+            "after the whole schedule (a barrier between steps), so a step "
+            "costs the makespan and stagecraft.torch plans for it; the span "
+            "objective is for runtimes whose steps overlap "
+            "(stagecraft-run --overlap-steps)")
     if not problem.is_chain():
         raise ScheduleError(
             f"pipeline @{problem.name} branches (Stage.inputs): torch's "

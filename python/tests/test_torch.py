@@ -204,3 +204,13 @@ def test_a_branching_pipeline_is_refused():
     p = sc.Problem(ranks=3, microbatches=3, stages=stages)
     with pytest.raises(sc.ScheduleError, match="cannot run a graph of stages"):
         sct.plan(p, kind="1f1b")
+
+
+def test_torch_plans_for_the_makespan_and_says_so():
+    # torch steps the optimizer after the whole schedule: a barrier between
+    # steps, so the span objective (overlapped steps) does not apply.
+    p = sc.Problem(ranks=2, microbatches=4,
+                   stages=[sc.Stage(name=f"s{i}") for i in range(2)])
+    with pytest.raises(sc.ScheduleError, match="a barrier between steps"):
+        sct.plan(p, kind="zb-h1", objective="span")
+    assert sct.plan(p, kind="zb-h1").kind == "zb-h1"

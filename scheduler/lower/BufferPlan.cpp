@@ -115,6 +115,7 @@ Plan stagecraft::pipe::sched::buildPlan(const Problem &problem,
   if (llvm::Expected<Timeline> t =
           simulate(problem, program.computeSchedule())) {
     plan.simulatedMakespan = t->makespan;
+    plan.simulatedSpan = t->maxSpan();
     plan.simulatedBusy = t->busy;
     for (const auto &rank : t->ranks) {
       plan.simulatedStart.emplace_back();

@@ -123,8 +123,14 @@ struct Plan {
   /// The spec's microbatch each position holds (`microbatch_order`; its
   /// data when training); empty: position k is microbatch k.
   std::vector<int> microbatchOrder;
-  /// Simulated makespan in schedule time units, and per-rank busy time.
+  /// What the schedule was chosen to minimize (`objective` on pipe.schedule):
+  /// "makespan" (a barrier between steps, as torch's runtime has) or "span"
+  /// (steps overlap: stagecraft-run --overlap-steps).
+  std::string objective = "makespan";
+  /// Simulated makespan in schedule time units, the largest per-rank span
+  /// (a step's cost when steps overlap), and per-rank busy time.
   double simulatedMakespan = 0.0;
+  double simulatedSpan = 0.0;
   std::vector<double> simulatedBusy;
   /// The simulated timeline, for side-by-side traces: per rank, per compute.
   std::vector<std::vector<double>> simulatedStart;

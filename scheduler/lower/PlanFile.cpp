@@ -94,6 +94,7 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
     j.attribute("version", Plan::kVersion);
     j.attribute("pipeline", plan.pipeline);
     j.attribute("schedule", plan.schedule);
+    j.attribute("objective", plan.objective);
     j.attribute("microbatches", plan.microbatches);
     j.attributeArray("stages", [&] {
       for (const std::string &s : plan.stageNames)
@@ -158,6 +159,7 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
           j.value(k);
       });
     j.attribute("simulated_makespan", plan.simulatedMakespan);
+    j.attribute("simulated_span", plan.simulatedSpan);
     j.attributeArray("simulated_busy", [&] {
       for (double b : plan.simulatedBusy)
         j.value(b);
@@ -480,6 +482,12 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
   Plan plan;
   plan.pipeline = root->getString("pipeline").value_or("").str();
   plan.schedule = root->getString("schedule").value_or("").str();
+  // Plans written before the objective was recorded: the makespan's.
+  plan.objective = root->getString("objective").value_or("makespan").str();
+  if (plan.objective != "makespan" && plan.objective != "span")
+    return reader.fail("objective", "must be \"makespan\" or \"span\", not "
+                                    "\"" +
+                                        plan.objective + "\"");
   std::optional<int64_t> mbs = root->getInteger("microbatches");
   const json::Array *stages = root->getArray("stages");
   const json::Array *placement = root->getArray("placement");
@@ -622,6 +630,9 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
                              std::to_string(plan.microbatches - 1));
   }
   plan.simulatedMakespan = root->getNumber("simulated_makespan").value_or(0.0);
+  plan.simulatedSpan = root->getNumber("simulated_span").value_or(0.0);
+  if (!std::isfinite(plan.simulatedSpan) || plan.simulatedSpan < 0.0)
+    return reader.fail("simulated_span", "must be a finite number >= 0");
   if (const json::Array *busy = root->getArray("simulated_busy"))
     for (const json::Value &b : *busy)
       plan.simulatedBusy.push_back(b.getAsNumber().value_or(0.0));

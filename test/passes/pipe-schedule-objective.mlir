@@ -2,6 +2,8 @@
 // RUN: stagecraft-opt %s --pipe-schedule="kind=auto objective=span memory-limit=8 time-limit=1" | stagecraft-translate --pipe-to-summary | FileCheck %s --check-prefix=SPAN
 // RUN: stagecraft-opt %s --pipe-schedule="kind=auto memory-limit=8 time-limit=1" | stagecraft-translate --pipe-to-summary | FileCheck %s --check-prefix=MAKESPAN
 // RUN: stagecraft-opt %s --pipe-schedule="kind=zb-h2 objective=span" | stagecraft-translate --pipe-to-summary | FileCheck %s --check-prefix=ZB
+// RUN: stagecraft-opt %s --pipe-schedule="kind=auto objective=span memory-limit=8 time-limit=1" | stagecraft-translate --pipe-to-plan | FileCheck %s --check-prefix=PLAN
+// RUN: stagecraft-opt %s --pipe-schedule="kind=1f1b" | stagecraft-translate --pipe-to-plan | FileCheck %s --check-prefix=PLAN1F1B
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=auto objective=throughput" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=exact objective=span" 2>&1 | FileCheck %s --check-prefix=EXACT
 
@@ -19,6 +21,12 @@
 // MAKESPAN: makespan 27,
 // MAKESPAN: span 27 (largest per-rank span
 // ZB: schedule @demo_zb_h2
+// The plan file carries the objective and both simulated figures, so a
+// runtime knows whether the plan expects steps to overlap.
+// PLAN: "objective":"span"
+// PLAN: "simulated_makespan":{{[0-9.]+}},"simulated_span":24
+// PLAN1F1B: "objective":"makespan"
+// PLAN1F1B: "simulated_makespan":33,"simulated_span":33
 // BAD: error: pipe-schedule: unknown objective 'throughput'; expected makespan or span
 // EXACT: error: cannot schedule pipeline @demo as exact: the exact search minimizes the makespan; for objective=span use kind=auto
 pipe.pipeline @demo ranks(4) microbatches(8) {

@@ -289,6 +289,9 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   c.memoryLimit = memoryLimit;
   c.recompute = recompute;
   c.objective = objective;
+  // Steps that overlap cost the span: plan for it unless told otherwise.
+  if (overlapSteps && !objective.getNumOccurrences())
+    c.objective = "span";
   c.scheduleName = scheduleName;
   c.unitBytes = unitBytes;
   c.ranks = ranksOverride;
