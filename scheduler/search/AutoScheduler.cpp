@@ -596,7 +596,10 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
   for (const NamedPlacement &np : placements) {
     double makespanBound = memoryAwareLowerBound(
         problem, np.placement, std::vector<double>(problem.ranks, limit));
-    double span = spanLowerBound(problem, np.placement);
+    double span = std::max(
+        spanLowerBound(problem, np.placement),
+        memoryAwareSpanBound(problem, np.placement,
+                             std::vector<double>(problem.ranks, limit)));
     placementBounds.push_back(objective == Objective::Span ? span
                                                            : makespanBound);
     memoryBound = std::min(memoryBound, makespanBound);

@@ -154,6 +154,73 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   return bound;
 }
 
+double stagecraft::pipe::sched::memoryAwareSpanBound(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    llvm::ArrayRef<double> memoryLimit) {
+  const int n = problem.numStages(), m = problem.microbatches;
+  std::vector<double> work(problem.ranks, 0.0);
+  bool plain = memoryLimit.empty() || problem.hasLengths();
+  for (const Problem::Device &d : problem.devices)
+    plain |= d.speed != 1.0;
+  for (int s = 0; s < n; ++s) {
+    const Stage &st = problem.stages[s];
+    plain |= st.overlapGain() > 0.0;
+    work[placement[s]] +=
+        m * (st.forward + st.backwardInput + st.backwardWeight);
+  }
+  if (plain) {
+    double most = 0.0;
+    for (double w : work)
+      most = std::max(most, w);
+    return most;
+  }
+  // down[s]: from the end of F(s, k) to the earliest start of I(s, k): the
+  // round trip through the stages that consume s.
+  const Problem::Edges edges = problem.edges();
+  auto lat = [&](int a, int b) {
+    return placement[a] == placement[b] ? 0.0 : problem.latency;
+  };
+  std::vector<double> down(n, 0.0);
+  for (int s = n - 1; s >= 0; --s)
+    for (int c : edges.consumers[s]) {
+      const Stage &cs = problem.stages[c];
+      down[s] = std::max(down[s], lat(s, c) + cs.forward + down[c] +
+                                      cs.backwardInput + lat(c, s));
+    }
+  double bound = 0.0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    double gap = std::numeric_limits<double>::infinity(), forwardWork = 0.0;
+    std::vector<std::pair<double, double>> items; // (cost, activation)
+    for (int s = 0; s < n; ++s) {
+      if (placement[s] != r)
+        continue;
+      const Stage &st = problem.stages[s];
+      gap = std::min(gap, st.forward + down[s]);
+      forwardWork += m * st.forward;
+      items.push_back({st.forward, st.activation});
+    }
+    if (items.empty())
+      continue;
+    // Most forward time per unit of memory first.
+    std::sort(items.begin(), items.end(), [](const auto &a, const auto &b) {
+      return a.first * b.second > b.first * a.second;
+    });
+    double room = memoryLimit[r], fits = 0.0;
+    for (auto [cost, activation] : items) {
+      if (activation <= 0.0) {
+        fits += m * cost;
+        continue;
+      }
+      double count = std::min<double>(m, std::max(0.0, room) / activation);
+      fits += count * cost;
+      room -= count * activation;
+    }
+    double busy = std::min(forwardWork, fits);
+    bound = std::max(bound, work[r] + std::max(0.0, gap - busy));
+  }
+  return bound;
+}
+
 OrderStatistics
 stagecraft::pipe::sched::orderStatistics(const Problem &problem,
                                          llvm::ArrayRef<int> placement,

@@ -41,6 +41,23 @@ double memoryAwareLowerBound(const Problem &problem,
                              llvm::ArrayRef<int> placement,
                              llvm::ArrayRef<double> memoryLimit);
 
+/// The span bound with per-rank limits \p memoryLimit on activation memory
+/// (empty: none): each rank's work plus the idle time no schedule within
+/// the limits avoids before the rank's first I. Until then a rank can only
+/// run forwards (a W needs its I), and only as many as its memory holds
+/// with none freed; its first I waits at least for one of its forwards and
+/// the round trip below it (the downstream F and I, and the links). So
+/// rank r's span is at least work_r + max(0, gap_r - fits_r), fits_r being
+/// the forward time its memory holds (a fractional knapsack over its
+/// stages). Never above the largest per-rank span of any schedule within
+/// the limits that does not recompute (a recomputed forward keeps less, as
+/// auto's candidates never do); without limits, or with devices of different
+/// speeds, lengths or overlapped F&B, it is the plain span bound (the rank's
+/// work).
+double memoryAwareSpanBound(const Problem &problem,
+                            llvm::ArrayRef<int> placement,
+                            llvm::ArrayRef<double> memoryLimit);
+
 /// The order statistics the bound is built from, for a problem without
 /// devices or lengths: per stage and action type (0 F, 1 I, 2 W), the
 /// earliest start of the k-th action of that type to start (head) and the

@@ -14,6 +14,7 @@
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/Simulator.h"
 #include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/LowerBound.h"
 #include "scheduler/search/ScheduleByName.h"
 
 #include <algorithm>
@@ -108,6 +109,55 @@ TEST(Objective, SpanBoundIsNeverAboveAnySchedulesSpan) {
       EXPECT_LE(bound, t.maxSpan() * (1 + 1e-9));
     }
   }
+}
+
+// The memory-aware span bound holds for every kind's schedule at the
+// schedule's own per-rank peaks (so the schedule is within the limits).
+TEST(Objective, MemoryAwareSpanBoundIsNeverAboveASchedulesSpan) {
+  for (const Point &pt : grid()) {
+    if (pt.memory != 1.0)
+      continue;
+    Problem problem =
+        uniformProblem(pt.p, pt.m, pt.p * pt.perRank, pt.costs, pt.latency);
+    for (ScheduleKind kind : allScheduleKinds()) {
+      if (kind == ScheduleKind::Helix)
+        continue;
+      ScheduleOptions options;
+      options.kind = kind;
+      llvm::Expected<Schedule> s = generateSchedule(problem, options);
+      if (!s) {
+        llvm::consumeError(s.takeError());
+        continue;
+      }
+      Timeline t = llvm::cantFail(simulate(problem, *s));
+      double bound = memoryAwareSpanBound(problem, s->placement, t.peakMemory);
+      EXPECT_LE(bound, t.maxSpan() * (1 + 1e-9))
+          << scheduleKindName(kind).str() << " p=" << pt.p << " m=" << pt.m
+          << " stages/rank=" << pt.perRank << " latency=" << pt.latency;
+      EXPECT_GE(bound, spanLowerBound(problem, s->placement) * (1 - 1e-9));
+    }
+  }
+}
+
+// At 1F1B's memory the first rank holds p forwards and then waits for the
+// round trip of its first microbatch: the bound adds that wait, ZB-H1 meets
+// it, and auto's span search reports it, so "how far from optimal" stays
+// honest (the plain bound, the rank's work, is 3 lower).
+TEST(Objective, MemoryAwareSpanBoundIsTightAtOneFOneBMemory) {
+  Problem problem = uniformProblem(4, 8, 4);
+  double limit = oneFOneBPeak(problem);
+  ScheduleOptions options;
+  options.kind = ScheduleKind::ZBH1;
+  Schedule s = llvm::cantFail(generateSchedule(problem, options));
+  Timeline t = llvm::cantFail(simulate(problem, s));
+  std::vector<double> limits(problem.ranks, limit);
+  EXPECT_DOUBLE_EQ(spanLowerBound(problem, s.placement), 24.0);
+  EXPECT_DOUBLE_EQ(memoryAwareSpanBound(problem, s.placement, limits), 27.0);
+  EXPECT_DOUBLE_EQ(t.maxSpan(), 27.0);
+  llvm::Expected<KindResult> bySpan = run(problem, limit, Objective::Span);
+  ASSERT_TRUE(bool(bySpan)) << llvm::toString(bySpan.takeError());
+  EXPECT_DOUBLE_EQ(bySpan->spanBound, 27.0);
+  EXPECT_DOUBLE_EQ(bySpan->timeline.maxSpan(), 27.0);
 }
 
 // With twice 1F1B's memory, more forwards fit before the first backward and
