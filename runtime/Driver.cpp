@@ -430,6 +430,14 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   if (o.reference && !o.train)
     return fail(createStringError(inconvertibleErrorCode(),
                                   "--reference needs --train"));
+  if (!o.calibrate.empty() &&
+      (o.reference || !StringRef(o.input).ends_with(".mlir") ||
+       !source.calibrate))
+    return fail(createStringError(
+        inconvertibleErrorCode(),
+        "--calibrate writes the spec with the costs this run measures: it "
+        "needs a spec (.mlir), not a plan file, and a pipelined run, not "
+        "--reference"));
   auto sequentialRun = [&]() -> Expected<RunReport> {
     if (o.backend != "cuda")
       return runReference(*plan, training, hostStagesFor(training));
@@ -488,6 +496,17 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
           createStringError(ec, "cannot write " + o.dumpGrads + "/losses.txt"));
     for (double loss : report->losses)
       os << format("%.9g\n", loss);
+  }
+  if (!o.calibrate.empty()) {
+    Expected<Calibration> fitted = calibrate(*plan, *report);
+    if (!fitted)
+      return fail(fitted.takeError());
+    outs() << describeCalibration(*plan, *fitted);
+    if (Error err = source.calibrate(*fitted, o.calibrate))
+      return fail(std::move(err));
+    outs() << "calibrated costs (milliseconds per microbatch) written to "
+           << o.calibrate << "; run or schedule that spec with "
+           << "--time-unit=1ms\n";
   }
   if (!o.tracePath.empty()) {
     if (Error err = writeRunTrace(*plan, *report, options))

@@ -16,6 +16,7 @@
 #define STAGECRAFT_RUNTIME_DRIVER_H
 
 #include "kernels/Model.h"
+#include "runtime/Calibrate.h"
 #include "runtime/Executor.h"
 #include "scheduler/lower/Plan.h"
 
@@ -82,6 +83,9 @@ struct DriverOptions {
   double clipGradNorm = 0.0;
   bool overlapSteps = false;
   std::string injectNonFinite;
+  /// --calibrate=FILE: after the run, the spec with the costs the run
+  /// measured (runtime/Calibrate.h) written there; empty: none.
+  std::string calibrate;
   /// --profile[=FILE]: set (empty: stdout) when given.
   std::optional<std::string> profile;
 
@@ -120,6 +124,11 @@ struct PlanSource {
                             llvm::StringRef output,
                             const kernels::StageFactory &where)>
       profile;
+  /// `--calibrate`: writes the spec with \p calibration's costs to
+  /// \p output.
+  std::function<llvm::Error(const Calibration &calibration,
+                            llvm::StringRef output)>
+      calibrate;
 };
 
 /// Whether an MPI launcher started several processes.

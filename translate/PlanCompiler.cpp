@@ -239,6 +239,32 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
   return std::move(*plan);
 }
 
+/// Sets \p stage's costs to these milliseconds, to four significant digits.
+static void setStageCosts(StageOp stage, double f, double i, double w) {
+  Builder builder(stage.getContext());
+  auto round = [](double v) {
+    return v > 0 ? std::stod(fmt::format("{:.4g}", v)) : 0.0;
+  };
+  stage.setForwardAttr(builder.getF64FloatAttr(round(f)));
+  stage.setBackwardInputAttr(builder.getF64FloatAttr(round(i)));
+  stage.setBackwardWeightAttr(builder.getF64FloatAttr(round(w)));
+}
+
+/// Prints \p module to \p output after the comment line \p header.
+static llvm::Error
+printSpec(ModuleOp module, llvm::StringRef output, llvm::StringRef header,
+          llvm::function_ref<llvm::Error(const std::string &)> fail) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
+  if (!out)
+    return fail(error);
+  out->os() << header << "\n";
+  module.print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return llvm::Error::success();
+}
+
 llvm::Error stagecraft::pipe::profileSpecFile(
     llvm::StringRef path, const kernels::ModelConfig &config, int steps,
     llvm::StringRef output, const kernels::StageFactory &where) {
@@ -322,27 +348,64 @@ llvm::Error stagecraft::pipe::profileSpecFile(
     for (auto &st : stages)
       if (llvm::Error err = st->status())
         return err;
-    Builder builder(&context);
     double count = static_cast<double>(steps) * c.microbatches;
-    for (size_t s = 0; s < n; ++s) {
-      // Milliseconds, to four significant digits.
-      auto round = [](double v) {
-        return v > 0 ? std::stod(fmt::format("{:.4g}", v)) : 0.0;
-      };
-      ops[s].setForwardAttr(builder.getF64FloatAttr(round(f[s] / count)));
-      ops[s].setBackwardInputAttr(builder.getF64FloatAttr(round(i[s] / count)));
-      ops[s].setBackwardWeightAttr(
-          builder.getF64FloatAttr(round(w[s] / count)));
-    }
+    for (size_t s = 0; s < n; ++s)
+      setStageCosts(ops[s], f[s] / count, i[s] / count, w[s] / count);
   }
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
-  if (!out)
-    return fail(error);
-  out->os()
-      << "// Costs measured by stagecraft-run --profile in milliseconds.\n";
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
-  return llvm::Error::success();
+  return printSpec(*module, output,
+                   "// Costs measured by stagecraft-run --profile in "
+                   "milliseconds.",
+                   fail);
+}
+
+llvm::Error stagecraft::pipe::writeSpecWithCosts(llvm::StringRef path,
+                                                 const MeasuredCosts &costs,
+                                                 llvm::StringRef header,
+                                                 llvm::StringRef output) {
+  auto fail = [&](const std::string &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path.str() + ": " + what);
+  };
+  MLIRContext context;
+  context.loadDialect<PipeDialect>();
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse the spec");
+  auto pipelines = module->getOps<PipelineOp>();
+  if (std::distance(pipelines.begin(), pipelines.end()) != 1)
+    return fail("the measured costs are for one pipeline; the spec holds "
+                "another number of them");
+  PipelineOp pipeline = *pipelines.begin();
+  std::vector<StageOp> ops(pipeline.getStages().begin(),
+                           pipeline.getStages().end());
+  if (ops.size() != costs.forward.size())
+    return fail(fmt::format("pipeline @{} has {} stages; {} were measured",
+                            pipeline.getSymName().str(), ops.size(),
+                            costs.forward.size()));
+  for (size_t s = 0; s < ops.size(); ++s) {
+    double in = costs.backwardInput[s], weight = costs.backwardWeight[s];
+    if (in <= 0.0 && weight <= 0.0 && costs.backward[s] > 0.0) {
+      double specI = ops[s].getBackwardInput().convertToDouble();
+      double specW = ops[s].getBackwardWeight().convertToDouble();
+      double share = specI + specW > 0.0 ? specI / (specI + specW) : 0.5;
+      in = costs.backward[s] * share;
+      weight = costs.backward[s] - in;
+    }
+    setStageCosts(ops[s], costs.forward[s], in, weight);
+  }
+  if (costs.latency) {
+    Builder builder(&context);
+    auto latency = builder.getF64FloatAttr(
+        std::stod(fmt::format("{:.4g}", *costs.latency)));
+    pipeline.setLatencyAttr(latency);
+    // One latency was measured: the links' own, where given, take it.
+    if (pipeline.getIntraLatencyAttr())
+      pipeline.setIntraLatencyAttr(latency);
+    if (pipeline.getInterLatencyAttr())
+      pipeline.setInterLatencyAttr(latency);
+  }
+  return printSpec(*module, output, header, fail);
 }

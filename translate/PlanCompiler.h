@@ -13,6 +13,7 @@
 #include "kernels/Model.h"
 #include "scheduler/lower/Plan.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,23 @@ llvm::Expected<sched::Plan> compileSpecFile(llvm::StringRef path,
 llvm::Expected<sched::Plan> compileModule(mlir::ModuleOp module,
                                           const CompileOptions &options,
                                           llvm::StringRef what);
+
+/// Costs measured for each stage of a spec's pipeline, in milliseconds.
+struct MeasuredCosts {
+  std::vector<double> forward, backwardInput, backwardWeight;
+  /// A fused backward measured where I and W were not: split in the ratio
+  /// of the spec's own I and W costs (half each when both are 0).
+  std::vector<double> backward;
+  /// The link latency measured, when it was.
+  std::optional<double> latency;
+};
+
+/// Writes the spec at \p path to \p output ("-": stdout) with its
+/// pipeline's stage costs (and latency) replaced by \p costs, after the
+/// comment line \p header. Fails when the spec does not hold exactly one
+/// pipeline with as many stages as \p costs.
+llvm::Error writeSpecWithCosts(llvm::StringRef path, const MeasuredCosts &costs,
+                               llvm::StringRef header, llvm::StringRef output);
 
 /// Measures F, I and W of every stage of the spec at \p path with the
 /// reference model (\p model sizes, \p steps timed steps after one warm-up

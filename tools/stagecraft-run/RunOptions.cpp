@@ -214,6 +214,11 @@ static cl::opt<std::string> injectNonFinite(
     "inject-nonfinite", cl::cat(trainCategory), cl::Hidden,
     cl::desc("testing: STAGE:STEP, a NaN in that stage's gradient at that "
              "step"));
+static cl::opt<std::string> calibrateOutput(
+    "calibrate", cl::cat(runCategory),
+    cl::desc("after the run, write the spec with the costs it measured "
+             "(per stage F, I, W as medians, the link latency, the runtime's "
+             "overhead per compute; ms) to this file"));
 static cl::opt<std::string> profile(
     "profile", cl::cat(trainCategory), cl::ValueOptional,
     cl::desc("with --train and a spec: measure F, I, W of every stage and "
@@ -275,6 +280,7 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   o.clipGradNorm = clipGradNorm;
   o.overlapSteps = overlapSteps;
   o.injectNonFinite = injectNonFinite;
+  o.calibrate = calibrateOutput;
   if (profile.getNumOccurrences())
     o.profile = profile;
   o.maxFailures = maxFailures;

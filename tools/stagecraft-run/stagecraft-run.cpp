@@ -51,6 +51,19 @@ int main(int argc, char **argv) {
     return stagecraft::pipe::profileSpecFile(o.input, model, steps, output,
                                              where);
   };
+  source.calibrate = [&](const runtime::Calibration &c, StringRef output) {
+    stagecraft::pipe::MeasuredCosts costs;
+    costs.forward = c.forward;
+    costs.backwardInput = c.backwardInput;
+    costs.backwardWeight = c.backwardWeight;
+    costs.backward = c.backward;
+    costs.latency = c.latency;
+    return stagecraft::pipe::writeSpecWithCosts(
+        o.input, costs,
+        "// Costs calibrated by stagecraft-run --calibrate from a measured "
+        "run, in milliseconds.",
+        output);
+  };
   if (line.elastic) {
     std::string self = sys::fs::getMainExecutable(
         argv[0], reinterpret_cast<void *>(&runtime::superviseElastic));
