@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Does the simulator predict the measured step? stagecraft-run --train on
+2 MPI ranks (one process per core, one thread each), the reference
+transformer (4 stages of 2 layers, hidden 128, sequence 64, batch 2, 8
+microbatches), 8 steps a run. For each kind: measured / simulated with the
+costs --profile measured (each stage alone, sequentially), then with the
+costs --calibrate fitted from the first of those runs (the run's own
+computes, link latency and overhead per compute). RUNS runs of each; the
+median and the range.
+
+    python3 bench/calibrate-bench.py [BUILD_DIR] [RUNS]    (default: build 3)
+"""
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+run = os.path.join(build, "bin", "stagecraft-run")
+if not os.access(run, os.X_OK):
+    sys.exit(f"error: {run} not found; build first")
+
+MODEL = ["--hidden=128", "--heads=4", "--seq=64", "--batch=2"]
+RATIO = re.compile(r"measured / simulated ([0-9.]+)")
+
+
+def mpirun(args):
+    return subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+         "--bind-to", "core", "-x", "OPENBLAS_NUM_THREADS=1", run] + args,
+        check=True, capture_output=True, text=True).stdout
+
+
+def cell(values):
+    return (f"{statistics.median(values):.3f} "
+            f"({min(values):.3f}..{max(values):.3f})")
+
+
+with tempfile.TemporaryDirectory() as work:
+    spec = os.path.join(work, "spec.mlir")
+    with open(spec, "w") as f:
+        f.write("pipe.pipeline @cpu ranks(2) microbatches(8) {\n")
+        for s in range(4):
+            f.write(f"  pipe.stage @s{s} layers(2) cost(forward = 1.0, "
+                    "backward_input = 1.0, backward_weight = 1.0)\n")
+        f.write("}\n")
+    profiled = os.path.join(work, "profiled.mlir")
+    subprocess.run([run, spec, "--train", f"--profile={profiled}",
+                    "--steps=3"] + MODEL, check=True, capture_output=True,
+                   env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    print("| kind | measured / simulated, profiled costs | measured / "
+          "simulated, calibrated costs |")
+    print("|---|---|---|")
+    for kind in ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"]:
+        calibrated = os.path.join(work, f"calibrated-{kind}.mlir")
+        common = ["--backend=mpi", f"--schedule={kind}", "--train",
+                  "--steps=8", "--time-unit=1ms"] + MODEL
+        before, after = [], []
+        for r in range(runs):
+            extra = [f"--calibrate={calibrated}"] if r == 0 else []
+            before.append(float(RATIO.search(
+                mpirun([profiled] + common + extra)).group(1)))
+        for r in range(runs):
+            after.append(float(RATIO.search(
+                mpirun([calibrated] + common)).group(1)))
+        print(f"| {kind} | {cell(before)} | {cell(after)} |")
