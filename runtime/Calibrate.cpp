@@ -71,8 +71,7 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
       if (a.index <= previous)
         ++step;
       previous = a.index;
-      if (a.index < 0 ||
-          a.index >= static_cast<int>(computes[rr.rank].size()))
+      if (a.index < 0 || a.index >= static_cast<int>(computes[rr.rank].size()))
         continue;
       const sched::Action &action = computes[rr.rank][a.index]->action;
       when[{step, static_cast<int>(action.kind), action.stage,
@@ -128,8 +127,7 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
     shape.ranks = p;
     shape.microbatches = plan.microbatches;
     shape.stages.resize(n);
-    for (int s = 0; s < n && s < static_cast<int>(plan.stageInputs.size());
-         ++s)
+    for (int s = 0; s < n && s < static_cast<int>(plan.stageInputs.size()); ++s)
       shape.stages[s].inputs = plan.stageInputs[s];
     return shape.edges();
   }();
@@ -166,9 +164,8 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
   return c;
 }
 
-std::string
-stagecraft::runtime::describeCalibration(const sched::Plan &plan,
-                                         const Calibration &c) {
+std::string stagecraft::runtime::describeCalibration(const sched::Plan &plan,
+                                                     const Calibration &c) {
   std::string out = fmt::format(
       "calibrated from {} measured step(s): link latency {:.4g} ms; per "
       "rank overhead per compute (ms):",

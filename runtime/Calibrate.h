@@ -1,4 +1,5 @@
-//===- Calibrate.h - Costs fitted to a measured run --------------*- C++ -*-===//
+//===- Calibrate.h - Costs fitted to a measured run --------------*- C++
+//-*-===//
 //
 // What a traced run says about the costs the simulator should use: each
 // stage's F, I, W (and fused B) as measured in the run itself (medians over
