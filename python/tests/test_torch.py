@@ -214,3 +214,16 @@ def test_torch_plans_for_the_makespan_and_says_so():
     with pytest.raises(sc.ScheduleError, match="a barrier between steps"):
         sct.plan(p, kind="zb-h1", objective="span")
     assert sct.plan(p, kind="zb-h1").kind == "zb-h1"
+
+
+def test_plans_nobody_chose_by_hand_equal_the_unpipelined_model(tmp_path):
+    # 20 seeded problems with random uneven F, I, W and memory, planned by
+    # auto (under a random limit between 1x and 2x 1F1B's peak) and by every
+    # kind, on 4 processes. A failing plan's CSV stays in tmp_path.
+    results = launch(tmp_path, "differential", "20", 4)
+    rows = results[0]
+    assert len(rows) == 20 * len(sct.KINDS)
+    for r, res in enumerate(results):
+        bad = [row for row in res
+               if row["grad_err"] > 1e-5 or row["loss_err"] > 1e-5]
+        assert not bad, (r, bad, tmp_path)

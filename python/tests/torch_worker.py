@@ -10,6 +10,8 @@ every microbatch and every parameter gradient with the unpipelined model
 that kind with the same placement, with torch's own. MODE `errors`: bad
 input raises ScheduleError before any communication. MODE `profile`:
 profile -> auto -> one step, checked against the unpipelined model. MODE
+`differential` (KIND: the number of seeds): random problems planned by auto
+and every kind, each checked against the unpipelined model. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
 Each rank writes OUT_DIR/rank<R>.json.
 """
@@ -189,6 +191,52 @@ def equal(kind, rank, world, n_mb, recompute=None):
     return result
 
 
+def differential(rank, world, n_mb, seeds, out_dir):
+    """Plans nobody chose by hand: for each seed, a problem with random
+    uneven F, I, W and activation memory, planned by auto (under a random
+    memory limit) and by every kind torch runs, each plan trained for one
+    step and compared with the unpipelined model. A plan whose loss or
+    gradients differ keeps its CSV in OUT_DIR."""
+    import random
+    references = {}
+    rows = []
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        for kind in sct.KINDS:
+            num_stages = stages_for(kind, world)
+            problem = sc.Problem(ranks=world, microbatches=n_mb, stages=[
+                sc.Stage(forward=rng.uniform(0.3, 2.0),
+                         backward_input=rng.uniform(0.3, 2.0),
+                         backward_weight=rng.uniform(0.1, 1.5),
+                         activation=rng.uniform(0.5, 2.0))
+                for _ in range(num_stages)])
+            limit = None
+            if kind == "auto":
+                peaks = sc.schedule(problem, kind="1f1b").peak_memory
+                limit = max(peaks) * rng.uniform(1.0, 2.0)
+            plan = sct.plan(problem, kind=kind, memory_limit=limit,
+                            time_limit=0.3)
+            mine = sct.stage_indices(plan, rank)
+            mods, stages = build(mine, num_stages)
+            runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+            losses = run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+            if num_stages not in references:
+                references[num_stages] = reference(num_stages, n_mb)
+            ref_losses, grads = references[num_stages]
+            grad_err = max_rel_err(mods, grads)
+            loss_err = max((abs(a - b) / abs(b) for a, b in
+                            zip(losses, ref_losses)), default=0.0)
+            kept = None
+            if grad_err > 1e-5 or loss_err > 1e-5:
+                kept = os.path.join(out_dir, f"failed-seed{seed}-{kind}.csv")
+                with open(kept, "w") as f:
+                    f.write(plan.to_csv())
+            rows.append({"seed": seed, "kind": kind, "plan": plan.kind,
+                         "choice": plan.choice, "grad_err": grad_err,
+                         "loss_err": loss_err, "csv": kept})
+    return rows
+
+
 def errors(rank, world, n_mb):
     """Every bad input raises ScheduleError before any communication (a
     barrier after each proves no rank is left inside a collective)."""
@@ -306,6 +354,8 @@ def main():
             result = errors(rank, world, n_mb)
         elif mode == "profile":
             result = profile_auto(rank, world, n_mb)
+        elif mode == "differential":
+            result = differential(rank, world, n_mb, int(kind), out)
         elif mode == "bench":
             result = bench(kind, rank, world, n_mb)
         else:
