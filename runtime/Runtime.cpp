@@ -463,6 +463,41 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
       instructions += r.instructions;
       overhead += r.overhead;
     }
+    // Where each rank's compute time went, by action kind.
+    static const char *kKindNames[] = {"F", "I", "W", "B", "FB", "AF", "AB"};
+    out += fmt::format("per rank and action kind, {}:\n",
+                       train ? "per step" : "in the step");
+    out += fmt::format("{:>5}  {:>4}  {:>7}  {:>12}  {:>12}\n", "rank", "kind",
+                       "actions", "measured ms", "simulated ms");
+    for (const RankResult &r : report.ranks) {
+      if (r.rank < 0 || r.rank >= plan.numRanks())
+        continue;
+      std::vector<const sched::PlanOp *> computes;
+      for (const sched::PlanOp &op : plan.ranks[r.rank].ops)
+        if (op.kind == sched::PlanOp::Kind::Compute)
+          computes.push_back(&op);
+      constexpr size_t kinds = std::size(kKindNames);
+      std::vector<double> measured(kinds, 0.0), simulatedMs(kinds, 0.0);
+      std::vector<int> count(kinds, 0);
+      for (const sched::PlanOp *op : computes) {
+        size_t k = static_cast<size_t>(op->action.kind);
+        if (k < kinds) {
+          simulatedMs[k] += op->cost * unitMs;
+          ++count[k];
+        }
+      }
+      for (const MeasuredAction &a : r.actions)
+        if (a.index >= 0 && a.index < static_cast<int>(computes.size())) {
+          size_t k = static_cast<size_t>(computes[a.index]->action.kind);
+          if (k < kinds)
+            measured[k] += (a.end - a.start) * 1e3;
+        }
+      for (size_t k = 0; k < kinds; ++k)
+        if (count[k] > 0)
+          out += fmt::format("{:>5}  {:>4}  {:>7}  {:>12.3f}  {:>12.3f}\n",
+                             r.rank, kKindNames[k], count[k],
+                             measured[k] / steps, simulatedMs[k]);
+    }
   }
   if (train && !sequential) {
     // Activation memory: what the stages really held at once per rank,
