@@ -239,6 +239,23 @@ stagecraft::pipe::compileModule(ModuleOp module, const CompileOptions &options,
   return std::move(*plan);
 }
 
+namespace {
+/// A spec parsed to rewrite its costs: the context, the diagnostics (to
+/// stderr) and the module, together.
+struct ParsedSpec {
+  MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<SourceMgrDiagnosticHandler> handler;
+  OwningOpRef<ModuleOp> module;
+  explicit ParsedSpec(llvm::StringRef path) {
+    context.loadDialect<PipeDialect>();
+    context.printOpOnDiagnostic(false);
+    handler = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, &context);
+    module = parsePipeFile(path, sourceMgr, &context);
+  }
+};
+} // namespace
+
 /// Sets \p stage's costs to these milliseconds, to four significant digits.
 static void setStageCosts(StageOp stage, double f, double i, double w) {
   Builder builder(stage.getContext());
@@ -274,15 +291,11 @@ llvm::Error stagecraft::pipe::profileSpecFile(
   };
   if (llvm::Error err = config.validate())
     return err;
-  MLIRContext context;
-  context.loadDialect<PipeDialect>();
-  context.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
-  if (!module)
+  ParsedSpec spec(path);
+  if (!spec.module)
     return fail("cannot parse the spec");
-  for (PipelineOp pipeline : module->getOps<PipelineOp>()) {
+  ModuleOp module = *spec.module;
+  for (PipelineOp pipeline : module.getOps<PipelineOp>()) {
     std::vector<StageOp> ops(pipeline.getStages().begin(),
                              pipeline.getStages().end());
     kernels::ModelConfig c = config;
@@ -352,7 +365,7 @@ llvm::Error stagecraft::pipe::profileSpecFile(
     for (size_t s = 0; s < n; ++s)
       setStageCosts(ops[s], f[s] / count, i[s] / count, w[s] / count);
   }
-  return printSpec(*module, output,
+  return printSpec(module, output,
                    "// Costs measured by stagecraft-run --profile in "
                    "milliseconds.",
                    fail);
@@ -366,15 +379,11 @@ llvm::Error stagecraft::pipe::writeSpecWithCosts(llvm::StringRef path,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path.str() + ": " + what);
   };
-  MLIRContext context;
-  context.loadDialect<PipeDialect>();
-  context.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parsePipeFile(path, sourceMgr, &context);
-  if (!module)
+  ParsedSpec spec(path);
+  if (!spec.module)
     return fail("cannot parse the spec");
-  auto pipelines = module->getOps<PipelineOp>();
+  ModuleOp module = *spec.module;
+  auto pipelines = module.getOps<PipelineOp>();
   if (std::distance(pipelines.begin(), pipelines.end()) != 1)
     return fail("the measured costs are for one pipeline; the spec holds "
                 "another number of them");
@@ -397,7 +406,7 @@ llvm::Error stagecraft::pipe::writeSpecWithCosts(llvm::StringRef path,
     setStageCosts(ops[s], costs.forward[s], in, weight);
   }
   if (costs.latency) {
-    Builder builder(&context);
+    Builder builder(&spec.context);
     auto latency = builder.getF64FloatAttr(
         std::stod(fmt::format("{:.4g}", *costs.latency)));
     pipeline.setLatencyAttr(latency);
@@ -407,5 +416,5 @@ llvm::Error stagecraft::pipe::writeSpecWithCosts(llvm::StringRef path,
     if (pipeline.getInterLatencyAttr())
       pipeline.setInterLatencyAttr(latency);
   }
-  return printSpec(*module, output, header, fail);
+  return printSpec(module, output, header, fail);
 }

@@ -50,6 +50,27 @@ double stagecraft::pipe::sched::jacksonBound(std::vector<OneMachineJob> jobs) {
   return bound;
 }
 
+/// The most forward time a rank can run with nothing freed: a fractional
+/// knapsack over its stages' forwards (\p items: cost, activation; at most
+/// \p m of each) in \p room, most forward time per unit of memory first.
+static double forwardTimeThatFits(std::vector<std::pair<double, double>> items,
+                                  double room, int m) {
+  std::sort(items.begin(), items.end(), [](const auto &a, const auto &b) {
+    return a.first * b.second > b.first * a.second;
+  });
+  double fits = 0.0;
+  for (auto [cost, activation] : items) {
+    if (activation <= 0.0) {
+      fits += m * cost;
+      continue;
+    }
+    double count = std::min<double>(m, std::max(0.0, room) / activation);
+    fits += count * cost;
+    room -= count * activation;
+  }
+  return fits;
+}
+
 /// Until a rank's first I starts, it can run only forwards (a W follows its
 /// own I), and every forward it runs keeps its activation until then (an I
 /// frees it), so its busy time before that is at most the forward work whose
@@ -81,20 +102,7 @@ static double warmUpBound(const Problem &problem, llvm::ArrayRef<int> placement,
     }
     if (items.empty())
       continue;
-    // Most forward time per unit of memory first.
-    std::sort(items.begin(), items.end(), [](const auto &a, const auto &b) {
-      return a.first * b.second > b.first * a.second;
-    });
-    double room = memoryLimit[r], fits = 0.0;
-    for (auto [cost, activation] : items) {
-      if (activation <= 0.0) {
-        fits += m * cost;
-        continue;
-      }
-      double count = std::min<double>(m, room / activation);
-      fits += count * cost;
-      room -= count * activation;
-    }
+    double fits = forwardTimeThatFits(items, memoryLimit[r], m);
     double busy = std::min({forwardWork, fits, firstI - start});
     bound = std::max(bound, firstI + work - busy);
   }
@@ -201,20 +209,7 @@ double stagecraft::pipe::sched::memoryAwareSpanBound(
     }
     if (items.empty())
       continue;
-    // Most forward time per unit of memory first.
-    std::sort(items.begin(), items.end(), [](const auto &a, const auto &b) {
-      return a.first * b.second > b.first * a.second;
-    });
-    double room = memoryLimit[r], fits = 0.0;
-    for (auto [cost, activation] : items) {
-      if (activation <= 0.0) {
-        fits += m * cost;
-        continue;
-      }
-      double count = std::min<double>(m, std::max(0.0, room) / activation);
-      fits += count * cost;
-      room -= count * activation;
-    }
+    double fits = forwardTimeThatFits(items, memoryLimit[r], m);
     double busy = std::min(forwardWork, fits);
     bound = std::max(bound, work[r] + std::max(0.0, gap - busy));
   }
