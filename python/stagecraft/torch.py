@@ -161,7 +161,7 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering."""
 
     def __init__(self, stages, n_microbatches, loss_fn, plan: Schedule,
-                 scale_grads: bool, **kwargs):
+                 scale_grads: bool, lowering: str = "stagecraft", **kwargs):
         super().__init__(stages, n_microbatches, loss_fn=loss_fn,
                          scale_grads=scale_grads, **kwargs)
         self.stagecraft_plan = plan
@@ -170,6 +170,13 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         # The compute-only order (torch's `pipeline_order`, which its own
         # tools print) and the order with communication that runs.
         self.pipeline_order = compute
+        if lowering == "torch":
+            # torch's own lowering passes add the sends, receives, waits
+            # and gradient reductions to Stagecraft's compute order.
+            self._prepare_schedule_with_comms(
+                {r: list(acts) for r, acts in compute.items()},
+                format="compute_only")
+            return
         # Stagecraft's CSV already retires each send (WAIT_SEND_F/B); torch's
         # runtime also wants each stage's gradient reduction after its last
         # backward, which torch's own pass inserts without moving anything.
@@ -184,9 +191,15 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = True, time_limit: float = 10.0,
-             recompute: str | None = None,
+             recompute: str | None = None, lowering: str = "stagecraft",
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
+
+    `lowering`: who adds the communication to the plan's compute order.
+    "stagecraft" (default): the sends, receives and waits Stagecraft
+    lowered and verified deadlock-free with the plan. "torch": torch's own
+    lowering passes (`compute_only`, as for a CSV handed to
+    `_load_csv(format="compute_only")`).
 
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
@@ -201,6 +214,9 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     """
     if not stages:
         raise ScheduleError("no stages given for this rank")
+    if lowering not in ("stagecraft", "torch"):
+        raise ScheduleError(f"lowering={lowering!r}: expected 'stagecraft' "
+                            "or 'torch'")
     num_stages = stages[0].num_stages
     ranks = stages[0].group_size
     rank = stages[0].group_rank
@@ -238,7 +254,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
-                              scale_grads, **kwargs)
+                              scale_grads, lowering=lowering, **kwargs)
 
 
 #: torch's compute actions; the rest of a pipeline_order (REDUCE_GRAD,

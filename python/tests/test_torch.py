@@ -47,6 +47,17 @@ def launch(tmp_path, mode, kind, world, n_mb=8):
     return [json.load(open(tmp_path / f"rank{r}.json")) for r in range(world)]
 
 
+@pytest.mark.parametrize("kind", sct.KINDS)
+def test_torchs_lowering_of_every_kind_equals_the_unpipelined_model(tmp_path,
+                                                                    kind):
+    # lowering="torch": torch's own passes add the communication to
+    # Stagecraft's compute order.
+    results = launch(tmp_path, "torch-lowering", kind, 2)
+    for r, res in enumerate(results):
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+
+
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("kind", sct.KINDS)
 def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world):

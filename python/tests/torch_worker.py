@@ -158,7 +158,7 @@ def torch_schedule(kind, stages, n_mb):
     return cls(stages, n_mb, loss_fn=loss_fn)
 
 
-def equal(kind, rank, world, n_mb, recompute=None):
+def equal(kind, rank, world, n_mb, recompute=None, lowering="stagecraft"):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage(recomputed=0.1)
@@ -166,7 +166,7 @@ def equal(kind, rank, world, n_mb, recompute=None):
     plan = sct.plan(problem, kind=kind, time_limit=1.0, recompute=recompute)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
-    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering=lowering)
     has_first, has_last = 0 in mine, num_stages - 1 in mine
     losses = run_step(runner, n_mb, has_first, has_last)
     ref_losses, grads = reference(num_stages, n_mb)
@@ -189,6 +189,34 @@ def equal(kind, rank, world, n_mb, recompute=None):
                 worst = max(worst, (p.grad - q.grad).abs().max().item() / scale)
         result["torch_err"] = worst
     return result
+
+
+def lowering_bench(kind, rank, world, n_mb, steps=20):
+    """Step seconds of one Stagecraft plan lowered by Stagecraft and by
+    torch, the two alternating step by step; medians and all steps."""
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+    mine = sct.stage_indices(plan, rank)
+    runners = {}
+    for how in ("stagecraft", "torch"):
+        _, stages = build(mine, num_stages)
+        runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
+                                    lowering=how)
+    times = {how: [] for how in runners}
+    for step in range(steps + 1):
+        order = ["stagecraft", "torch"] if step % 2 == 0 else \
+            ["torch", "stagecraft"]
+        for how in order:
+            dist.barrier()
+            t0 = time.perf_counter()
+            run_step(runners[how], n_mb, 0 in mine, num_stages - 1 in mine)
+            dist.barrier()
+            if step > 0:
+                times[how].append(time.perf_counter() - t0)
+    return {how: statistics.median(t) for how, t in times.items()} | {
+        "all": times}
 
 
 def differential(rank, world, n_mb, seeds, out_dir):
@@ -348,6 +376,10 @@ def main():
     try:
         if mode == "equal":
             result = equal(kind, rank, world, n_mb)
+        elif mode == "torch-lowering":
+            result = equal(kind, rank, world, n_mb, lowering="torch")
+        elif mode == "lowering":
+            result = lowering_bench(kind, rank, world, n_mb)
         elif mode == "recompute":
             result = equal(kind, rank, world, n_mb, recompute="full")
         elif mode == "errors":
