@@ -161,7 +161,7 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering."""
 
     def __init__(self, stages, n_microbatches, loss_fn, plan: Schedule,
-                 scale_grads: bool, lowering: str = "stagecraft", **kwargs):
+                 scale_grads: bool, lowering: str = "torch", **kwargs):
         super().__init__(stages, n_microbatches, loss_fn=loss_fn,
                          scale_grads=scale_grads, **kwargs)
         self.stagecraft_plan = plan
@@ -191,15 +191,16 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = True, time_limit: float = 10.0,
-             recompute: str | None = None, lowering: str = "stagecraft",
+             recompute: str | None = None, lowering: str = "torch",
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
 
     `lowering`: who adds the communication to the plan's compute order.
-    "stagecraft" (default): the sends, receives and waits Stagecraft
-    lowered and verified deadlock-free with the plan. "torch": torch's own
-    lowering passes (`compute_only`, as for a CSV handed to
-    `_load_csv(format="compute_only")`).
+    "torch" (default): torch's own lowering passes (`compute_only`, as for
+    a CSV handed to `_load_csv(format="compute_only")`), measured as fast
+    or faster on every kind (bench/torch-lowering-bench.py). "stagecraft":
+    the sends, receives and waits Stagecraft lowered and verified
+    deadlock-free with the plan.
 
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for

@@ -158,7 +158,7 @@ def torch_schedule(kind, stages, n_mb):
     return cls(stages, n_mb, loss_fn=loss_fn)
 
 
-def equal(kind, rank, world, n_mb, recompute=None, lowering="stagecraft"):
+def equal(kind, rank, world, n_mb, recompute=None, lowering="torch"):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage(recomputed=0.1)
@@ -376,8 +376,8 @@ def main():
     try:
         if mode == "equal":
             result = equal(kind, rank, world, n_mb)
-        elif mode == "torch-lowering":
-            result = equal(kind, rank, world, n_mb, lowering="torch")
+        elif mode == "stagecraft-lowering":
+            result = equal(kind, rank, world, n_mb, lowering="stagecraft")
         elif mode == "lowering":
             result = lowering_bench(kind, rank, world, n_mb)
         elif mode == "recompute":
