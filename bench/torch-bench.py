@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Stagecraft schedules on torch's pipeline runtime against torch's own.
 
-    build-python/venv/bin/python bench/torch-bench.py [WORLD] [MICROBATCHES]
+    build-python/venv/bin/python bench/torch-bench.py [WORLD] [MICROBATCHES] [RUNS]
 
-1. Step time (median of 5 steps after one warm-up) of the small transformer
-   of python/tests/torch_worker.py (one block per stage: 2 x WORLD stages,
-   WORLD for gpipe and 1f1b), gloo on the CPU, WORLD processes (default 4),
-   16 microbatches: Stagecraft's schedule of each kind and torch's built-in
-   schedule of the same kind where torch has one with the same placement,
-   and `auto` planned from costs profiled on this machine.
+1. Step time of the small transformer of python/tests/torch_worker.py (one
+   block per stage: 2 x WORLD stages, WORLD for gpipe and 1f1b), gloo on
+   the CPU, WORLD processes pinned one per core (default 2, this machine's
+   cores), 16 microbatches: Stagecraft's schedule of each kind and torch's
+   built-in schedule of the same kind where torch has one with the same
+   placement, their steps alternating (20 each after a warm-up), and `auto`
+   planned from costs profiled on this machine; RUNS launches (default 3).
 2. Schedule construction at 64 ranks x 1024 microbatches, interleaved
    1F1B with 2 stages per rank: torch's ScheduleInterleaved1F1B constructor
    (which builds every rank's order) against stagecraft.schedule
@@ -37,7 +38,8 @@ def launch(kind, world, n_mb):
     with tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         procs = [subprocess.Popen(
-            [sys.executable, WORKER, "bench", kind, str(r), str(world),
+            ["taskset", "-c", str(r % os.cpu_count()), sys.executable,
+             WORKER, "bench", kind, str(r), str(world),
              str(port), out, str(n_mb)], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for r in range(world)]
@@ -48,22 +50,31 @@ def launch(kind, world, n_mb):
         return json.load(open(os.path.join(out, "rank0.json")))
 
 
-def step_table(world, n_mb):
-    print(f"Step time, {world} processes (gloo, CPU), {n_mb} microbatches, "
-          "median of 5 steps:\n")
+def step_table(world, n_mb, runs):
+    print(f"Step time, {world} processes (gloo, CPU, one per core), {n_mb} "
+          f"microbatches; each launch alternates Stagecraft's and torch's "
+          f"steps, 20 each, and gives their medians; {runs} launches, the "
+          "median of the medians (range):\n")
     print("| kind | Stagecraft ms | torch built-in ms | Stagecraft / torch |")
     print("|---|---|---|---|")
+
+    def cell(values):
+        values = [1e3 * v for v in values]
+        return (f"{statistics.median(values):.1f} "
+                f"({min(values):.1f}..{max(values):.1f})")
+
     for kind in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
                  "dualpipev", "auto", "auto-profiled"]:
-        res = launch(kind, world, n_mb)
-        ours = res["stagecraft"] * 1e3
-        theirs = res.get("torch")
+        results = [launch(kind, world, n_mb) for _ in range(runs)]
+        ours = [r["stagecraft"] for r in results]
+        theirs = [r["torch"] for r in results if "torch" in r]
         label = "auto (from profile)" if kind == "auto-profiled" else kind
-        if theirs is None:
-            print(f"| {label} | {ours:.1f} | - | - |")
+        if not theirs:
+            print(f"| {label} | {cell(ours)} | - | - |")
         else:
-            print(f"| {label} | {ours:.1f} | {theirs * 1e3:.1f} | "
-                  f"{ours / (theirs * 1e3):.3f} |")
+            ratio = statistics.median(ours) / statistics.median(theirs)
+            print(f"| {label} | {cell(ours)} | {cell(theirs)} | "
+                  f"{ratio:.3f} |")
         sys.stdout.flush()
 
 
@@ -102,9 +113,10 @@ def construction():
 
 
 def main():
-    world = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    world = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     n_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 16
-    step_table(world, n_mb)
+    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    step_table(world, n_mb, runs)
     construction()
 
 

@@ -328,9 +328,10 @@ def profile_auto(rank, world, n_mb):
             "losses": losses, "ref_losses": ref_losses}
 
 
-def bench(kind, rank, world, n_mb, steps=5):
-    """Median step seconds of Stagecraft's kind and of torch's own; kind
-    `auto-profiled` plans auto from this machine's measured costs."""
+def bench(kind, rank, world, n_mb, steps=20):
+    """Median step seconds of Stagecraft's kind and of torch's own, their
+    steps alternating after one warm-up step each; kind `auto-profiled`
+    plans auto from this machine's measured costs."""
     if kind == "auto-profiled":
         num_stages = 2 * world
         _, probe = build([2 * rank, 2 * rank + 1], num_stages)
@@ -346,21 +347,25 @@ def bench(kind, rank, world, n_mb, steps=5):
                              stages=[sc.Stage() for _ in range(num_stages)])
         plan = sct.plan(problem, kind=kind, time_limit=2.0)
     mine = sct.stage_indices(plan, rank)
-    out = {}
+    runners = {}
     for who in ["stagecraft", "torch"]:
         if who == "torch" and kind not in TORCH_CLASS:
             continue
         _, stages = build(mine, num_stages)
-        runner = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
-                  if who == "stagecraft" else torch_schedule(kind, stages, n_mb))
-        times = []
-        for _ in range(steps + 1):
+        runners[who] = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
+                        if who == "stagecraft"
+                        else torch_schedule(kind, stages, n_mb))
+    times = {who: [] for who in runners}
+    for step in range(steps + 1):
+        order = list(runners) if step % 2 == 0 else list(runners)[::-1]
+        for who in order:
             dist.barrier()
             t0 = time.perf_counter()
-            run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+            run_step(runners[who], n_mb, 0 in mine, num_stages - 1 in mine)
             dist.barrier()
-            times.append(time.perf_counter() - t0)
-        out[who] = statistics.median(times[1:])
+            if step > 0:
+                times[who].append(time.perf_counter() - t0)
+    out = {who: statistics.median(t) for who, t in times.items()}
     out["plan"] = plan.kind if kind != "auto-profiled" else "auto from profile"
     return out
 
