@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stagecraft schedules on torch's pipeline runtime against torch's own.
 
-    build-python/venv/bin/python bench/torch-bench.py [WORLD] [MICROBATCHES] [RUNS]
+    build-python/venv/bin/python bench/torch-bench.py [WORLD] [MICROBATCHES] [RUNS] [KIND,...]
 
 1. Step time of the small transformer of python/tests/torch_worker.py (one
    block per stage: 2 x WORLD stages, WORLD for gpipe and 1f1b), gloo on
@@ -50,7 +50,11 @@ def launch(kind, world, n_mb):
         return json.load(open(os.path.join(out, "rank0.json")))
 
 
-def step_table(world, n_mb, runs):
+KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
+         "dualpipev", "auto", "auto-profiled"]
+
+
+def step_table(world, n_mb, runs, kinds=KINDS):
     print(f"Step time, {world} processes (gloo, CPU, one per core), {n_mb} "
           f"microbatches; each launch alternates Stagecraft's and torch's "
           f"steps, 20 each, and gives their medians; {runs} launches, the "
@@ -63,8 +67,7 @@ def step_table(world, n_mb, runs):
         return (f"{statistics.median(values):.1f} "
                 f"({min(values):.1f}..{max(values):.1f})")
 
-    for kind in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
-                 "dualpipev", "auto", "auto-profiled"]:
+    for kind in kinds:
         results = [launch(kind, world, n_mb) for _ in range(runs)]
         ours = [r["stagecraft"] for r in results]
         theirs = [r["torch"] for r in results if "torch" in r]
@@ -116,6 +119,9 @@ def main():
     world = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     n_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 16
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    if len(sys.argv) > 4:  # only these kinds' rows, no construction table
+        step_table(world, n_mb, runs, sys.argv[4].split(","))
+        return
     step_table(world, n_mb, runs)
     construction()
 

@@ -254,8 +254,51 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
+    single = _single_stage_class(plan) if lowering == "torch" and not kwargs \
+        else None
+    if single is not None:
+        # The plan's order is exactly that of one of torch's single-stage
+        # schedules, whose own step loop runs it faster than the
+        # multi-stage runtime (bench/torch-bench.py): run it there.
+        runner = single(stages[0], n_microbatches, loss_fn=loss_fn,
+                        scale_grads=scale_grads)
+        runner.stagecraft_plan = plan
+        return runner
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, lowering=lowering, **kwargs)
+
+
+def _single_stage_order(kind: str, stage: int, num_stages: int,
+                        n_mb: int) -> list[str]:
+    """The compute order torch's single-stage GPipe or 1F1B runs on the
+    rank of `stage`: all forwards then all backwards, or min(n_mb,
+    num_stages - stage) forwards, then a backward and a forward in turn,
+    then the remaining backwards."""
+    f = [f"{stage}F{k}" for k in range(n_mb)]
+    b = [f"{stage}B{k}" for k in range(n_mb)]
+    if kind == "gpipe":
+        return f + b
+    warmup = min(n_mb, num_stages - stage)
+    order = f[:warmup]
+    for k in range(n_mb - warmup):
+        order += [b[k], f[warmup + k]]
+    return order + b[n_mb - warmup:]
+
+
+def _single_stage_class(plan: Schedule):
+    """torch's single-stage schedule class whose order the plan has on every
+    rank (one stage per rank, stage r on rank r), or None."""
+    p = plan.problem
+    num_stages, n_mb = len(p.stages), p.microbatches
+    if num_stages != plan.num_ranks or list(plan.placement) != list(
+            range(num_stages)) or n_mb < num_stages:
+        return None
+    for kind, cls in (("1f1b", _ts.Schedule1F1B), ("gpipe", _ts.ScheduleGPipe)):
+        if all(list(plan.actions(r)) ==
+               _single_stage_order(kind, r, num_stages, n_mb)
+               for r in range(num_stages)):
+            return cls
+    return None
 
 
 #: torch's compute actions; the rest of a pipeline_order (REDUCE_GRAD,

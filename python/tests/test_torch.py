@@ -238,3 +238,20 @@ def test_plans_nobody_chose_by_hand_equal_the_unpipelined_model(tmp_path):
         bad = [row for row in res
                if row["grad_err"] > 1e-5 or row["loss_err"] > 1e-5]
         assert not bad, (r, bad, tmp_path)
+
+
+def test_single_stage_orders_run_on_torchs_single_stage_schedules():
+    # A plan whose every rank runs exactly torch's single-stage GPipe or 1F1B
+    # order goes to that class (its own step loop, faster than the
+    # multi-stage runtime); anything else stays on the multi-stage runtime.
+    for ranks, n_mb in [(2, 4), (4, 8), (3, 7)]:
+        p = sc.Problem(ranks=ranks, microbatches=n_mb,
+                       stages=[sc.Stage() for _ in range(ranks)])
+        assert sct._single_stage_class(sct.plan(p, kind="1f1b")) is \
+            torch.distributed.pipelining.Schedule1F1B
+        assert sct._single_stage_class(sct.plan(p, kind="gpipe")) is \
+            torch.distributed.pipelining.ScheduleGPipe
+        assert sct._single_stage_class(sct.plan(p, kind="zb-h1")) is None
+    few = sc.Problem(ranks=4, microbatches=2,
+                     stages=[sc.Stage() for _ in range(4)])
+    assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
