@@ -191,6 +191,22 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch"):
     return result
 
 
+def alternate(runners, steps, n_mb, has_first, has_last):
+    """Seconds of each runner's steps, the runners taking turns step by step
+    (their order reversed every other step) after one warm-up step each."""
+    times = {who: [] for who in runners}
+    for step in range(steps + 1):
+        order = list(runners) if step % 2 == 0 else list(runners)[::-1]
+        for who in order:
+            dist.barrier()
+            t0 = time.perf_counter()
+            run_step(runners[who], n_mb, has_first, has_last)
+            dist.barrier()
+            if step > 0:
+                times[who].append(time.perf_counter() - t0)
+    return times
+
+
 def lowering_bench(kind, rank, world, n_mb, steps=20):
     """Step seconds of one Stagecraft plan lowered by Stagecraft and by
     torch, the two alternating step by step; medians and all steps."""
@@ -204,17 +220,7 @@ def lowering_bench(kind, rank, world, n_mb, steps=20):
         _, stages = build(mine, num_stages)
         runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
                                     lowering=how)
-    times = {how: [] for how in runners}
-    for step in range(steps + 1):
-        order = ["stagecraft", "torch"] if step % 2 == 0 else \
-            ["torch", "stagecraft"]
-        for how in order:
-            dist.barrier()
-            t0 = time.perf_counter()
-            run_step(runners[how], n_mb, 0 in mine, num_stages - 1 in mine)
-            dist.barrier()
-            if step > 0:
-                times[how].append(time.perf_counter() - t0)
+    times = alternate(runners, steps, n_mb, 0 in mine, num_stages - 1 in mine)
     return {how: statistics.median(t) for how, t in times.items()} | {
         "all": times}
 
@@ -355,16 +361,7 @@ def bench(kind, rank, world, n_mb, steps=20):
         runners[who] = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
                         if who == "stagecraft"
                         else torch_schedule(kind, stages, n_mb))
-    times = {who: [] for who in runners}
-    for step in range(steps + 1):
-        order = list(runners) if step % 2 == 0 else list(runners)[::-1]
-        for who in order:
-            dist.barrier()
-            t0 = time.perf_counter()
-            run_step(runners[who], n_mb, 0 in mine, num_stages - 1 in mine)
-            dist.barrier()
-            if step > 0:
-                times[who].append(time.perf_counter() - t0)
+    times = alternate(runners, steps, n_mb, 0 in mine, num_stages - 1 in mine)
     out = {who: statistics.median(t) for who, t in times.items()}
     out["plan"] = plan.kind if kind != "auto-profiled" else "auto from profile"
     return out
