@@ -424,8 +424,7 @@ llvm::Error stagecraft::runtime::trainSteps(
       // Optimistically the update without clipping; a rank whose own
       // gradient is not finite already knows the step is skipped.
       if (mine[1] == 0.0)
-        for (auto &[index, model] : models.all)
-          model->step(train.optimizer);
+        apply(Verdict{});
       pending = step;
       // A checkpoint and the end of the run hold checked weights.
       if (step + 1 == train.steps || checkpointDue(step + 1)) {
