@@ -15,6 +15,7 @@
 #define STAGECRAFT_RUNTIME_CALIBRATE_H
 
 #include "runtime/Runtime.h"
+#include "scheduler/model/CostFit.h"
 
 #include "llvm/Support/Error.h"
 
@@ -23,26 +24,10 @@
 
 namespace stagecraft::runtime {
 
-struct Calibration {
-  /// Per stage, in milliseconds: the measured forward, backward-input and
-  /// backward-weight with the rank's per-action overhead added. A stage
-  /// whose plan fuses the backward (B) splits its measured B in the ratio
-  /// of the plan's own I and W costs.
-  std::vector<double> forward, backwardInput, backwardWeight;
-  /// Per stage, the measured fused backward when the plan has one (else 0).
-  std::vector<double> backward;
-  /// Actions measured per stage (after the first step).
-  std::vector<int> samples;
-  /// Median delay, in milliseconds, from the end of a compute to the start
-  /// of its consumer on another rank when that rank was idle waiting for
-  /// it: the simulator's link latency. 0 when no such pair was seen.
-  double latency = 0.0;
-  /// Per rank: milliseconds per compute spent neither computing nor
-  /// waiting (the runtime's own instructions), added to the costs above.
-  std::vector<double> overhead;
-  /// Steps the fit used (the first is left out when there are several).
-  int steps = 0;
-};
+/// The fitted costs (scheduler/model/CostFit.h): per stage F, I, W and
+/// fused B with the rank's overhead added, the link latency, per rank the
+/// overhead per compute, the steps used.
+using Calibration = pipe::sched::CostFit;
 
 /// Fits \p plan's costs to \p report (a run of \p plan with `--train` or
 /// timed computes; `RankResult::actions` of every rank). Fails naming the

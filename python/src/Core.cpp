@@ -9,11 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "scheduler/formats/ChromeTrace.h"
 #include "scheduler/formats/ProblemJson.h"
 #include "scheduler/formats/PyTorchCsv.h"
 #include "scheduler/formats/Report.h"
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/lower/Program.h"
+#include "scheduler/model/CostFit.h"
 #include "scheduler/model/Simulator.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
@@ -23,6 +25,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <fmt/format.h>
@@ -113,6 +116,53 @@ PySchedule finish(Problem problem, Schedule schedule, std::string kind) {
 Problem checkedProblem(const Problem &problem) {
   check(validateProblem(problem));
   return problem;
+}
+
+/// A compute in torch's spelling ("0F3", "1I2", "2W0", "0B1"): stage, kind
+/// letter, microbatch.
+Action computeNamed(const std::string &name) {
+  size_t k = 0;
+  while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k])))
+    ++k;
+  const std::string tail = k < name.size() ? name.substr(k + 1) : "";
+  const bool digits =
+      !tail.empty() && std::all_of(tail.begin(), tail.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
+  const std::string kinds = "FIWB";
+  if (k == 0 || k >= name.size() || kinds.find(name[k]) == std::string::npos ||
+      !digits || tail.size() > 9 || k > 9)
+    throw ScheduleFailure("'" + name +
+                          "' is not a compute (STAGE F|I|W|B MICROBATCH, as "
+                          "0F3)");
+  const ActionKind kind[] = {ActionKind::Forward, ActionKind::BackwardInput,
+                             ActionKind::BackwardWeight, ActionKind::Backward};
+  return {kind[kinds.find(name[k])], std::stoi(name.substr(0, k)),
+          std::stoi(tail)};
+}
+
+/// Per rank, (compute, start, end) in the schedule's time unit, as a
+/// Timeline for the trace writer; the computes must name the schedule's
+/// stages and microbatches.
+Timeline measuredTimeline(
+    const PySchedule &s,
+    const std::vector<std::vector<std::tuple<std::string, double, double>>>
+        &measured) {
+  if (static_cast<int>(measured.size()) != s.schedule.numRanks())
+    throw ScheduleFailure(fmt::format("measured: {} ranks for a schedule of {}",
+                                      measured.size(), s.schedule.numRanks()));
+  Timeline t;
+  t.ranks.resize(measured.size());
+  for (size_t r = 0; r < measured.size(); ++r)
+    for (const auto &[name, start, end] : measured[r]) {
+      Action a = computeNamed(name);
+      if (a.stage >= s.problem.numStages() ||
+          a.microbatch >= s.problem.microbatches)
+        throw ScheduleFailure(fmt::format(
+            "measured on rank {}: '{}' is not in this schedule", r, name));
+      t.ranks[r].push_back({a, start, end});
+    }
+  return t;
 }
 
 /// A problem from the JSON `stagecraft-translate --pipe-to-problem` writes.
@@ -375,6 +425,40 @@ NB_MODULE(_core, m) {
           "them under torch.utils.checkpoint); raises ScheduleError for a "
           "per-microbatch mix or selective recomputation, which torch's "
           "runtime cannot run.")
+      .def(
+          "timeline",
+          [](const PySchedule &s, int rank) {
+            if (rank < 0 || rank >= s.schedule.numRanks())
+              throw nb::index_error("rank out of range");
+            std::vector<std::tuple<std::string, double, double>> out;
+            for (const TimedAction &a : s.timeline.ranks[rank])
+              out.emplace_back(torchName(a.action), a.start, a.end);
+            return out;
+          },
+          nb::arg("rank"),
+          "Rank's simulated computes in run order: (action in torch's "
+          "spelling, start, end).")
+      .def(
+          "to_chrome_trace",
+          [](const PySchedule &s,
+             std::optional<std::vector<
+                 std::vector<std::tuple<std::string, double, double>>>>
+                 measured,
+             double microsPerUnit) {
+            ChromeTraceWriter writer(microsPerUnit);
+            if (measured)
+              writer.addTimeline("measured", s.problem,
+                                 measuredTimeline(s, *measured));
+            writer.addTimeline("simulated", s.problem, s.timeline);
+            return writer.str();
+          },
+          nb::arg("measured") = nb::none(), nb::arg("micros_per_unit") = 1000.0,
+          "Chrome trace JSON (Perfetto, chrome://tracing): the simulated "
+          "timeline and, when given, a measured one beside it on the same "
+          "time axis: measured[rank] is a list of (compute in torch's "
+          "spelling, start, end) in the schedule's time unit; "
+          "micros_per_unit: trace microseconds per unit (1000: the unit is "
+          "a millisecond).")
       .def("to_csv", &PySchedule::toCsv, nb::arg("comms") = false,
            "torch.distributed.pipelining CSV, one row per rank; comms=True "
            "adds the SEND_/RECV_ cells Stagecraft lowered and verified.")
@@ -454,6 +538,37 @@ NB_MODULE(_core, m) {
       "between barriers, as torch's runtime runs) or span (the largest "
       "per-rank span, the steady-state step when steps overlap; auto and the "
       "zero-bubble kinds follow it). The result is verified and simulated.");
+  m.def(
+      "fit_costs",
+      [](const Problem &problem, const std::vector<int> &placement,
+         const std::vector<std::tuple<int, int, std::string, double, double>>
+             &computes,
+         const std::vector<double> &overhead) {
+        std::vector<MeasuredCompute> measured;
+        for (const auto &[rank, step, name, start, end] : computes)
+          measured.push_back({rank, step, computeNamed(name), start, end});
+        CostFit fit = take(fitCosts(problem, placement, measured, overhead));
+        nb::dict out;
+        out["problem"] = withFittedCosts(problem, fit);
+        out["forward"] = fit.forward;
+        out["backward_input"] = fit.backwardInput;
+        out["backward_weight"] = fit.backwardWeight;
+        out["backward"] = fit.backward;
+        out["samples"] = fit.samples;
+        out["latency"] = fit.latency;
+        out["overhead"] = fit.overhead;
+        out["steps"] = fit.steps;
+        return out;
+      },
+      nb::arg("problem"), nb::arg("placement"), nb::arg("computes"),
+      nb::arg("overhead"),
+      "The costs of the scheduler's fit (as stagecraft-run --calibrate): "
+      "computes are (rank, step, compute in torch's spelling, start ms, end "
+      "ms); overhead, per rank, the ms per compute outside computes and "
+      "waits. Returns per-stage medians with the overhead added (forward, "
+      "backward_input, backward_weight, fused backward; 0 where not run), "
+      "the link latency, and `problem` with those costs (a stage measured "
+      "fused splits its B in the ratio of the problem's own I and W).");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

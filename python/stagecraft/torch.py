@@ -20,6 +20,12 @@ moves attention to other ranks, which torch's stages cannot express.
 
 `profile` measures this rank's stages and returns a `Problem` for `auto`;
 `check` verifies and simulates one of torch's own schedule objects.
+
+`trace` records when every action of real steps starts and ends on every
+rank (any of torch's schedules, Stagecraft's or torch's own), for a report
+against the simulated plan and a Chrome trace beside it; `calibrate` fits
+the problem's costs to a trace, so that planning again (`plan`) predicts
+the measured step. The loop: profile, plan, trace, calibrate, plan again.
 """
 
 from __future__ import annotations
@@ -35,8 +41,13 @@ from torch.distributed.pipelining import schedules as _ts
 
 from . import Problem, Schedule, ScheduleError, Stage, from_csv
 from . import schedule as _schedule
+from ._torch_trace import Trace, calibrate
 
-__all__ = ["plan", "stage_indices", "schedule", "profile", "check", "KINDS"]
+#: `with stagecraft.torch.trace(runner) as t: runner.step(...)`.
+trace = Trace
+
+__all__ = ["plan", "stage_indices", "schedule", "profile", "check", "trace",
+           "Trace", "calibrate", "KINDS"]
 
 #: The kinds that run on torch's runtime (helix does not: see above).
 KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",

@@ -255,3 +255,56 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     few = sc.Problem(ranks=4, microbatches=2,
                      stages=[sc.Stage() for _ in range(4)])
     assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
+
+
+@pytest.mark.parametrize("kind", ["1f1b", "zb-v"])
+def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
+                                                                    kind):
+    results = launch(tmp_path, "trace", kind, 2, n_mb=4)
+    plan = results[0]["plan"]
+    for who in ("stagecraft", "torch"):
+        # Every rank gathered the same trace.
+        t = results[0][who]
+        assert all(res[who]["computes"] == t["computes"] for res in results)
+        assert all(res[who]["unwrapped"] and res[who]["grads"]
+                   for res in results)
+        steps = sorted({c[1] for c in t["computes"]})
+        assert steps == [0, 1, 2] and len(t["step_times"]) == 3
+        for rank in range(2):
+            for step in steps:
+                mine = sorted((c for c in t["computes"]
+                               if c[0] == rank and c[1] == step),
+                              key=lambda c: c[3])
+                # Each compute once, one after the other, inside the step()
+                # call that ran it.
+                (b, e), = [(x[2], x[3]) for x in t["steps"]
+                           if x[0] == rank and x[1] == step]
+                assert all(b <= c[3] < c[4] <= e for c in mine)
+                assert all(x[4] <= y[3] for x, y in zip(mine, mine[1:]))
+                actions = [c[2] for c in mine]
+                if who == "stagecraft":
+                    # Stagecraft's plan runs in its own order.
+                    assert actions == plan[rank]
+                else:
+                    # torch's own order of the kind: the same computes.
+                    assert sorted(actions) == sorted(plan[rank])
+        # The Chrome trace lays the last measured step beside the
+        # simulated one: one event per compute in each.
+        events = [e for e in t["chrome"]["traceEvents"] if e.get("ph") == "X"]
+        names = {e["pid"]: e for e in t["chrome"]["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+        assert len(names) == 2
+        per_step = len(t["computes"]) // 3
+        assert len(events) == 2 * per_step
+        # The report has a row per rank and kind it ran, and the steps.
+        report = t["report"]
+        assert "measured / simulated" in report and "comm wait" in report
+        kinds = {c[2].strip("0123456789") for c in t["computes"]}
+        for k in kinds:
+            assert any(line.split()[1:2] == [k] for line in
+                       report.splitlines()[2:])
+        # Calibrated costs: positive, per stage, and a plan from them.
+        assert all(x > 0 for c in t["calibrated"] for x in c)
+        assert t["details"]["steps"] == 3
+        assert len(t["overhead"]) == 2 and min(t["overhead"]) >= 0
+        assert t["replanned"] > 0

@@ -11,7 +11,8 @@ that kind with the same placement, with torch's own. MODE `errors`: bad
 input raises ScheduleError before any communication. MODE `profile`:
 profile -> auto -> one step, checked against the unpipelined model. MODE
 `differential` (KIND: the number of seeds): random problems planned by auto
-and every kind, each checked against the unpipelined model. MODE
+and every kind, each checked against the unpipelined model. MODE `trace`:
+steps of KIND traced, Stagecraft's and torch's own, and calibrated. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
 Each rank writes OUT_DIR/rank<R>.json.
 """
@@ -334,6 +335,48 @@ def profile_auto(rank, world, n_mb):
             "losses": losses, "ref_losses": ref_losses}
 
 
+def traced(kind, rank, world, n_mb, steps=3):
+    """One warm-up step, then `steps` traced steps of Stagecraft's KIND plan
+    (uniform costs) and of torch's own schedule of the kind; the trace's
+    computes, its report, its Chrome trace, and the problem calibrated
+    from it, planned again."""
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind)
+    mine = sct.stage_indices(plan, rank)
+    out = {"plan": [list(plan.actions(r)) for r in range(world)]}
+    for who in ("stagecraft", "torch"):
+        mods, stages = build(mine, num_stages)
+        runner = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
+                  if who == "stagecraft" else torch_schedule(kind, stages, n_mb))
+        run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+        with sct.trace(runner) as t:
+            for _ in range(steps):
+                run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+        details = {}
+        calibrated = sct.calibrate(t, problem, details=details)
+        again = sct.plan(calibrated, kind="auto", time_limit=1.0)
+        out[who] = {
+            "computes": t.computes, "waits": t.waits, "steps": t.steps,
+            "step_times": t.step_times(), "report": t.report(plan),
+            "chrome": json.loads(t.chrome_trace(plan)),
+            "overhead": t.overhead(),
+            "calibrated": [[s.forward, s.backward_input, s.backward_weight]
+                           for s in calibrated.stages],
+            "latency": calibrated.latency, "details": details,
+            "replanned": again.makespan,
+            # The step still trains: every stage has its gradients.
+            "grads": all(p.grad is not None for m in mods.values()
+                         for p in m.parameters()),
+            # Nothing stays wrapped once the trace is closed.
+            "unwrapped": ts._wait_batch_p2p.__name__ == "_wait_batch_p2p"
+            and all("forward_one_chunk" not in st.__dict__ for st in stages)
+            and "step" not in runner.__dict__,
+        }
+    return out
+
+
 def bench(kind, rank, world, n_mb, steps=20):
     """Median step seconds of Stagecraft's kind and of torch's own, their
     steps alternating after one warm-up step each; kind `auto-profiled`
@@ -390,6 +433,8 @@ def main():
             result = profile_auto(rank, world, n_mb)
         elif mode == "differential":
             result = differential(rank, world, n_mb, int(kind), out)
+        elif mode == "trace":
+            result = traced(kind, rank, world, n_mb)
         elif mode == "bench":
             result = bench(kind, rank, world, n_mb)
         else:

@@ -12,6 +12,8 @@
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/lower/Plan.h"
 #include "scheduler/lower/Program.h"
+#include "scheduler/model/CostFit.h"
+#include "scheduler/model/Simulator.h"
 
 #include "gtest/gtest.h"
 
@@ -104,6 +106,75 @@ TEST(Calibrate, AStageWithoutMeasurementsIsNamed) {
   EXPECT_EQ(errorMessage(c.takeError()),
             "--calibrate: stage @s1 has no measured forward and backward; "
             "run with --train and more steps");
+}
+
+} // namespace
+
+namespace {
+
+/// Every kind's simulated timeline, replayed as computes measured in
+/// milliseconds over two steps, fits back to the problem's costs, whatever
+/// runtime reports them (the scheduler's fit, which torch's traces use).
+TEST(CostFit, EveryKindsReplayedTimelineFitsBackToItsCosts) {
+  for (int p : {2, 3, 4})
+    for (ScheduleKind kind :
+         {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZBH1,
+          ScheduleKind::ZBH2, ScheduleKind::Interleaved1F1B,
+          ScheduleKind::ZBV}) {
+      const bool two =
+          kind == ScheduleKind::Interleaved1F1B || kind == ScheduleKind::ZBV;
+      const int n = two ? 2 * p : p;
+      Problem problem = uniformProblem(p, 2 * p, n, {1.0, 1.5, 0.75}, 0.125);
+      for (int s = 0; s < n; ++s)
+        problem.stages[s].forward = 1.0 + 0.125 * s;
+      ScheduleOptions options;
+      options.kind = kind;
+      Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
+      Timeline timeline = llvm::cantFail(simulate(problem, schedule));
+      std::vector<MeasuredCompute> computes;
+      for (int step = 0; step < 2; ++step)
+        for (int r = 0; r < p; ++r)
+          for (const TimedAction &a : timeline.ranks[r])
+            computes.push_back({r, step, a.action, step * 1000.0 + a.start,
+                                step * 1000.0 + a.end});
+      CostFit fit = llvm::cantFail(fitCosts(
+          problem, schedule.placement, computes, std::vector<double>(p, 0.0)));
+      SCOPED_TRACE(scheduleKindName(kind).str() + " p=" + std::to_string(p));
+      EXPECT_EQ(fit.steps, 2);
+      EXPECT_NEAR(fit.latency, 0.125, 1e-9);
+      Problem fitted = withFittedCosts(problem, fit);
+      for (int s = 0; s < n; ++s) {
+        EXPECT_NEAR(fitted.stages[s].forward, 1.0 + 0.125 * s, 1e-9);
+        EXPECT_NEAR(fitted.stages[s].backwardInput, 1.5, 1e-9);
+        EXPECT_NEAR(fitted.stages[s].backwardWeight, 0.75, 1e-9);
+      }
+    }
+}
+
+TEST(CostFit, AFusedBackwardSplitsInTheProblemsOwnRatio) {
+  EXPECT_EQ(splitBackward(3.0, 2.0, 1.0), std::make_pair(2.0, 1.0));
+  EXPECT_EQ(splitBackward(3.0, 0.0, 0.0), std::make_pair(1.5, 1.5));
+  Problem problem = uniformProblem(2, 2, 2, {1.0, 3.0, 1.0}, 0.0);
+  problem.stages[1].name = "head";
+  std::vector<MeasuredCompute> computes = {
+      {0, 0, {ActionKind::Forward, 0, 0}, 0.0, 1.0},
+      {0, 0, {ActionKind::Backward, 0, 0}, 9.0, 11.0},
+      {1, 0, {ActionKind::Forward, 1, 0}, 2.0, 3.0}};
+  llvm::Expected<CostFit> missing =
+      fitCosts(problem, {0, 1}, computes, {0.0, 0.0});
+  ASSERT_FALSE(!!missing);
+  EXPECT_EQ(errorMessage(missing.takeError()),
+            "stage @head has no measured forward and backward");
+  computes.push_back({1, 0, {ActionKind::Backward, 1, 0}, 4.0, 8.0});
+  CostFit fit = llvm::cantFail(fitCosts(problem, {0, 1}, computes, {0.5, 0.0}));
+  Problem fitted = withFittedCosts(problem, fit);
+  EXPECT_NEAR(fitted.stages[0].forward, 1.5, 1e-9);
+  EXPECT_NEAR(fitted.stages[0].backwardInput, 1.875, 1e-9); // 2.5 x 3/4
+  EXPECT_NEAR(fitted.stages[0].backwardWeight, 0.625, 1e-9);
+  EXPECT_NEAR(fitted.stages[1].backwardInput, 3.0, 1e-9);
+  // F(0) ends at 1, F(1) starts at 2 on an idle rank; B(1) ends at 8 and
+  // B(0) starts at 9 after rank 0's previous compute ended at 1.
+  EXPECT_NEAR(fitted.latency, 1.0, 1e-9);
 }
 
 } // namespace

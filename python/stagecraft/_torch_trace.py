@@ -1,0 +1,304 @@
+"""Traces of real steps on torch's pipelining runtime, and the costs they
+fit (stagecraft.torch.trace and stagecraft.torch.calibrate).
+
+Nothing of torch is forked: while a `trace` is open, the runner's `step`,
+its stages' `forward_one_chunk`, `backward_one_chunk` and
+`backward_weight_one_chunk`, and the module function that waits on
+point-to-point work (`_wait_batch_p2p`) are wrapped to note when each
+starts and ends, and are restored when it closes. Any of torch's schedules
+(its own classes or Stagecraft's plans on its runtime) can be traced.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import schedules as _ts
+
+from ._core import Problem, Schedule, ScheduleError, fit_costs
+
+_KINDS = ("F", "I", "W", "B")
+
+
+def _now() -> float:
+    """Milliseconds, once the device's queued work is done."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() * 1e3
+
+
+def _stages_of(runner) -> list:
+    if hasattr(runner, "_stages"):
+        return list(runner._stages)
+    if hasattr(runner, "_stage"):
+        return [runner._stage]
+    raise ScheduleError(f"{type(runner).__name__} is not one of torch's "
+                        "pipeline schedules (it holds no stages)")
+
+
+class Trace:
+    """What ran during the `step()` calls of an open trace, on every rank.
+
+    Times are milliseconds on one axis for all ranks (each rank's zero is
+    when all left the barrier that opened the trace). `computes`: (rank,
+    step, action, start, end), action in torch's spelling ("0F3", "1I2",
+    "2W0", "0B1"); `waits`: (rank, step, start, end) spent in torch's wait
+    on point-to-point work; `steps`: (rank, step, start, end) of each
+    `step()` call. Filled when the `with` block closes (collective).
+    """
+
+    def __init__(self, runner, group=None):
+        self._runner = runner
+        self._stages = _stages_of(runner)
+        self._group = group or self._stages[0].group
+        self.ranks = 0
+        self.computes: list[tuple] = []
+        self.waits: list[tuple] = []
+        self.steps: list[tuple] = []
+        self._mine: dict[str, list] = {}
+
+    # --- recording -------------------------------------------------------
+    def __enter__(self) -> "Trace":
+        if dist.is_initialized():
+            dist.barrier(group=self._group)
+        self._zero = _now()
+        rank = dist.get_rank(self._group) if dist.is_initialized() else 0
+        computes, waits, steps = [], [], []
+        self._mine = {"computes": computes, "waits": waits, "steps": steps}
+        current = {"step": -1}
+        clock = self._zero
+
+        def timed(kind_of, fn):
+            def wrapper(*args, **kwargs):
+                start = _now()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    kind, mb, stage = kind_of(args, kwargs)
+                    computes.append((rank, current["step"],
+                                     f"{stage}{kind}{mb}", start - clock,
+                                     _now() - clock))
+            return wrapper
+
+        def mb_of(args, kwargs, name):
+            return args[0] if args else kwargs[name]
+
+        for st in self._stages:
+            index = st.stage_index
+            st.forward_one_chunk = timed(
+                lambda a, k, i=index: ("F", mb_of(a, k, "fwd_chunk_id"), i),
+                st.forward_one_chunk)
+            st.backward_one_chunk = timed(
+                lambda a, k, i=index: (
+                    "B" if k.get("full_backward", True) else "I",
+                    mb_of(a, k, "bwd_chunk_id"), i),
+                st.backward_one_chunk)
+            st.backward_weight_one_chunk = timed(
+                lambda a, k, i=index: ("W", mb_of(a, k, "bwd_chunk_id"), i),
+                st.backward_weight_one_chunk)
+        self._wait = _ts._wait_batch_p2p
+
+        def wait(work, _inner=self._wait):
+            start = _now()
+            try:
+                return _inner(work)
+            finally:
+                waits.append((rank, current["step"], start - clock,
+                              _now() - clock))
+        _ts._wait_batch_p2p = wait
+        inner_step = self._runner.step
+
+        def step(*args, **kwargs):
+            current["step"] += 1
+            start = _now()
+            try:
+                return inner_step(*args, **kwargs)
+            finally:
+                steps.append((rank, current["step"], start - clock,
+                              _now() - clock))
+        self._runner.step = step
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        for st in self._stages:
+            for name in ("forward_one_chunk", "backward_one_chunk",
+                         "backward_weight_one_chunk"):
+                st.__dict__.pop(name, None)
+        self._runner.__dict__.pop("step", None)
+        _ts._wait_batch_p2p = self._wait
+        if kind is not None:
+            return
+        parts = [self._mine]
+        if dist.is_initialized():
+            parts = [None] * dist.get_world_size(self._group)
+            dist.all_gather_object(parts, self._mine, group=self._group)
+        self.ranks = len(parts)
+        for key in ("computes", "waits", "steps"):
+            setattr(self, key, sorted(x for part in parts for x in part[key]))
+        if not self.steps:
+            raise ScheduleError("the trace holds no step(): call the "
+                                "runner's step() inside the `with` block")
+
+    # --- figures ---------------------------------------------------------
+    def step_times(self) -> list[float]:
+        """Per step, ms from the first rank's step() call to the last
+        rank's return."""
+        by_step = defaultdict(list)
+        for _, s, start, end in self.steps:
+            by_step[s].append((start, end))
+        return [max(e for _, e in w) - min(b for b, _ in w)
+                for _, w in sorted(by_step.items())]
+
+    def placement(self) -> list[int]:
+        """Stage -> the rank that ran it."""
+        where = {}
+        for rank, _, action, _, _ in self.computes:
+            where[_stage_of(action)] = rank
+        return [where[s] for s in sorted(where)]
+
+    def _per_rank(self):
+        """Per rank: computes, waits and steps, each by step."""
+        out = defaultdict(lambda: {"computes": defaultdict(list),
+                                   "waits": defaultdict(list),
+                                   "steps": {}})
+        for rank, s, action, start, end in self.computes:
+            out[rank]["computes"][s].append((action, start, end))
+        for rank, s, start, end in self.waits:
+            out[rank]["waits"][s].append((start, end))
+        for rank, s, start, end in self.steps:
+            out[rank]["steps"][s] = (start, end)
+        return out
+
+    def overhead(self) -> list[float]:
+        """Per rank, ms per compute that the rank spent between its first
+        and last compute of a step neither computing nor waiting on
+        communication (the runtime's own work: its Python, the loss,
+        posting sends), over all steps."""
+        result = []
+        per_rank = self._per_rank()
+        for rank in range(self.ranks):
+            data = per_rank[rank]
+            spent, count = 0.0, 0
+            for s, computes in data["computes"].items():
+                first = min(c[1] for c in computes)
+                last = max(c[2] for c in computes)
+                busy = sum(c[2] - c[1] for c in computes)
+                waiting = sum(min(e, last) - max(b, first)
+                              for b, e in data["waits"][s]
+                              if e > first and b < last)
+                spent += max(0.0, last - first - busy - waiting)
+                count += len(computes)
+            result.append(spent / count if count else 0.0)
+        return result
+
+    def report(self, plan: Schedule | None = None) -> str:
+        """Per rank and action kind: actions per step and their measured
+        ms per step, beside the plan's simulated ms (with `plan`); then per
+        rank the median step's compute, communication wait, runtime
+        overhead and idle time, measured and simulated."""
+        per_rank = self._per_rank()
+        steps = max(1, len(self.step_times()))
+        step_ms = statistics.median(self.step_times())
+        lines = [f"measured {steps} step(s): median step {step_ms:.3f} ms"
+                 + (f"; simulated makespan {plan.makespan:.3f} ms, "
+                    f"measured / simulated {step_ms / plan.makespan:.3f}"
+                    if plan is not None and plan.makespan > 0 else "")]
+        lines.append(f"{'rank':>4}  {'kind':>4}  {'count':>5}  "
+                     f"{'measured ms':>11}  {'simulated ms':>12}")
+        for rank in range(self.ranks):
+            measured = defaultdict(float)
+            count = defaultdict(int)
+            for computes in per_rank[rank]["computes"].values():
+                for action, start, end in computes:
+                    kind = _kind_of(action)
+                    measured[kind] += end - start
+                    count[kind] += 1
+            simulated = defaultdict(float)
+            if plan is not None:
+                for action, start, end in plan.timeline(rank):
+                    simulated[_kind_of(action)] += end - start
+            for kind in _KINDS:
+                if count[kind] or simulated[kind]:
+                    sim = (f"{simulated[kind]:>12.3f}" if plan is not None
+                           else f"{'-':>12}")
+                    lines.append(f"{rank:>4}  {kind:>4}  "
+                                 f"{count[kind] // steps:>5}  "
+                                 f"{measured[kind] / steps:>11.3f}  {sim}")
+        lines.append(f"{'rank':>4}  {'step ms':>9}  {'compute':>9}  "
+                     f"{'comm wait':>9}  {'overhead':>9}  {'idle':>9}  "
+                     f"{'sim compute':>11}  {'sim idle':>9}")
+        overhead = self.overhead()
+        for rank in range(self.ranks):
+            data = per_rank[rank]
+            walls = [e - b for b, e in data["steps"].values()]
+            busy = [sum(c[2] - c[1] for c in cs)
+                    for cs in data["computes"].values()]
+            waiting = [sum(e - b for b, e in ws)
+                       for ws in data["waits"].values()] or [0.0]
+            wall = statistics.median(walls)
+            b, w = statistics.median(busy), statistics.median(waiting)
+            n = len(next(iter(data["computes"].values()), []))
+            sim = ""
+            if plan is not None:
+                sim_busy = sum(e - s for _, s, e in plan.timeline(rank))
+                sim = f"  {sim_busy:>11.3f}  {plan.makespan - sim_busy:>9.3f}"
+            lines.append(f"{rank:>4}  {wall:>9.3f}  {b:>9.3f}  {w:>9.3f}  "
+                         f"{overhead[rank] * n:>9.3f}  {wall - b:>9.3f}"
+                         + sim)
+        return "\n".join(lines) + "\n"
+
+    def chrome_trace(self, plan: Schedule, step: int = -1) -> str:
+        """Chrome trace JSON (Perfetto, chrome://tracing): one traced step
+        (default: the last) beside `plan`'s simulated one, both starting at
+        0 on one time axis in ms."""
+        chosen = sorted({s for _, s, _, _, _ in self.computes})[step]
+        rows = [c for c in self.computes if c[1] == chosen]
+        zero = min(c[3] for c in rows)
+        measured = [[] for _ in range(self.ranks)]
+        for rank, _, action, start, end in rows:
+            measured[rank].append((action, start - zero, end - zero))
+        return plan.to_chrome_trace(measured)
+
+
+def _stage_of(action: str) -> int:
+    k = 0
+    while action[k].isdigit():
+        k += 1
+    return int(action[:k])
+
+
+def _kind_of(action: str) -> str:
+    k = 0
+    while action[k].isdigit():
+        k += 1
+    return action[k]
+
+
+def calibrate(trace: Trace, problem: Problem,
+              details: dict | None = None) -> Problem:
+    """`problem` with the costs `trace` measured: per stage the median F,
+    I and W of its traced computes (a stage that ran its backward fused
+    splits that B in the ratio of `problem`'s own I and W), each with its
+    rank's per-compute runtime overhead (`Trace.overhead`) added, and the
+    link latency: the median delay from a compute's end to the start of
+    its consumer on another rank that sat idle waiting for it. The
+    scheduler's own fit does the work (stagecraft-run --calibrate uses the
+    same). Trace steps after a warm-up: every traced step counts.
+    `details`, when given, receives the fit's figures (per stage forward,
+    backward_input, backward_weight, backward, samples; latency; per rank
+    overhead; steps). Raises ScheduleError naming a stage with no traced
+    forward and backward."""
+    if len(problem.stages) != len(trace.placement()):
+        raise ScheduleError(
+            f"the trace ran {len(trace.placement())} stages; the problem "
+            f"has {len(problem.stages)}")
+    fit = fit_costs(problem, trace.placement(), trace.computes,
+                    trace.overhead())
+    if details is not None:
+        details.update({k: v for k, v in fit.items() if k != "problem"})
+    return fit["problem"]
+

@@ -1,0 +1,168 @@
+//===- CostFit.cpp - Costs fitted to measured computes --------------------===//
+//
+// Medians of the measured computes per stage and kind, plus the rank's
+// overhead; the link latency from receivers that waited.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/model/CostFit.h"
+
+#include "scheduler/model/ScheduleError.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+using namespace stagecraft::pipe::sched;
+
+static double median(std::vector<double> v) {
+  if (v.empty())
+    return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+}
+
+std::pair<double, double>
+stagecraft::pipe::sched::splitBackward(double backward, double backwardInput,
+                                       double backwardWeight) {
+  const double share = backwardInput + backwardWeight > 0.0
+                           ? backwardInput / (backwardInput + backwardWeight)
+                           : 0.5;
+  return {backward * share, backward - backward * share};
+}
+
+llvm::Expected<CostFit>
+stagecraft::pipe::sched::fitCosts(const Problem &problem,
+                                  const std::vector<int> &placement,
+                                  const std::vector<MeasuredCompute> &computes,
+                                  const std::vector<double> &overhead) {
+  const int n = problem.numStages();
+  auto stageName = [&](int s) {
+    return problem.stages[s].name.empty() ? fmt::format("stage {}", s)
+                                          : "stage @" + problem.stages[s].name;
+  };
+  if (static_cast<int>(placement.size()) != n)
+    return llvm::make_error<ScheduleError>(fmt::format(
+        "{} stages placed; the problem has {}", placement.size(), n));
+  struct Timed {
+    int rank;
+    double start, end, previousEnd;
+  };
+  // Each rank's computes in the order they ran: a consumer that waited is
+  // one whose previous compute ended before its input was ready.
+  std::vector<const MeasuredCompute *> order;
+  for (const MeasuredCompute &c : computes)
+    order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const MeasuredCompute *a, const MeasuredCompute *b) {
+                     return std::tie(a->rank, a->start) <
+                            std::tie(b->rank, b->start);
+                   });
+  // (step, kind, stage, microbatch) -> when it ran.
+  std::map<std::tuple<int, int, int, int>, Timed> when;
+  std::set<int> steps;
+  double previousEnd = -std::numeric_limits<double>::infinity();
+  int previousRank = -1;
+  for (const MeasuredCompute *c : order) {
+    if (c->rank != previousRank)
+      previousEnd = -std::numeric_limits<double>::infinity();
+    previousRank = c->rank;
+    when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
+          c->action.microbatch}] = {c->rank, c->start, c->end, previousEnd};
+    previousEnd = c->end;
+    steps.insert(c->step);
+  }
+  CostFit fit;
+  fit.overhead = overhead;
+  fit.steps = static_cast<int>(steps.size());
+  std::vector<std::array<std::vector<double>, 4>> durations(n);
+  for (const auto &[key, t] : when) {
+    auto [step, kind, stage, mb] = key;
+    if (stage < 0 || stage >= n || kind > 3)
+      continue;
+    durations[stage][kind].push_back(t.end - t.start);
+  }
+  fit.forward.assign(n, 0.0);
+  fit.backwardInput.assign(n, 0.0);
+  fit.backwardWeight.assign(n, 0.0);
+  fit.backward.assign(n, 0.0);
+  fit.samples.assign(n, 0);
+  for (int s = 0; s < n; ++s) {
+    const int r = placement[s];
+    const double extra =
+        r >= 0 && r < static_cast<int>(overhead.size()) ? overhead[r] : 0.0;
+    for (const std::vector<double> &d : durations[s])
+      fit.samples[s] += static_cast<int>(d.size());
+    if (durations[s][0].empty() ||
+        (durations[s][3].empty() &&
+         (durations[s][1].empty() || durations[s][2].empty())))
+      return llvm::make_error<ScheduleError>(
+          stageName(s) + " has no measured forward and backward");
+    fit.forward[s] = median(durations[s][0]) + extra;
+    if (!durations[s][1].empty())
+      fit.backwardInput[s] = median(durations[s][1]) + extra;
+    if (!durations[s][2].empty())
+      fit.backwardWeight[s] = median(durations[s][2]) + extra;
+    if (!durations[s][3].empty())
+      fit.backward[s] = median(durations[s][3]) + extra;
+  }
+  // Link latency: a consumer on another rank that had nothing else to run
+  // (its previous compute ended before the producer's) starts one transfer
+  // after the producer ends.
+  const Problem::Edges edges = problem.edges();
+  using AK = ActionKind;
+  auto find = [&](int step, AK kind, int stage, int mb) -> const Timed * {
+    auto it = when.find({step, static_cast<int>(kind), stage, mb});
+    return it == when.end() ? nullptr : &it->second;
+  };
+  auto backwardOf = [&](int step, int stage, int mb) {
+    if (const Timed *t = find(step, AK::BackwardInput, stage, mb))
+      return t;
+    return find(step, AK::Backward, stage, mb);
+  };
+  std::vector<double> gaps;
+  for (int step : steps)
+    for (int s = 0; s < n; ++s)
+      for (int consumer : edges.consumers[s]) {
+        if (placement[s] == placement[consumer])
+          continue;
+        for (int mb = 0; mb < problem.microbatches; ++mb) {
+          // Forward: F(s) feeds F(consumer); backward: the consumer's I or
+          // B feeds s's.
+          const Timed *pairs[2][2] = {
+              {find(step, AK::Forward, s, mb),
+               find(step, AK::Forward, consumer, mb)},
+              {backwardOf(step, consumer, mb), backwardOf(step, s, mb)}};
+          for (auto &[from, to] : pairs)
+            if (from && to && to->previousEnd < from->end &&
+                to->start >= from->end)
+              gaps.push_back(to->start - from->end);
+        }
+      }
+  fit.latency = median(gaps);
+  return fit;
+}
+
+Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
+                                                 const CostFit &fit) {
+  for (int s = 0;
+       s < problem.numStages() && s < static_cast<int>(fit.forward.size());
+       ++s) {
+    Stage &stage = problem.stages[s];
+    double in = fit.backwardInput[s], weight = fit.backwardWeight[s];
+    if (in <= 0.0 && weight <= 0.0 && fit.backward[s] > 0.0)
+      std::tie(in, weight) = splitBackward(fit.backward[s], stage.backwardInput,
+                                           stage.backwardWeight);
+    stage.forward = fit.forward[s];
+    stage.backwardInput = in;
+    stage.backwardWeight = weight;
+  }
+  problem.latency = fit.latency;
+  return problem;
+}

@@ -1,0 +1,77 @@
+//===- CostFit.h - Costs fitted to measured computes -------------*- C++
+//-*-===//
+//
+// What a traced run says about the costs the simulator should use, whatever
+// runtime ran it (stagecraft-run's executor, or torch's through
+// stagecraft.torch): each stage's F, I, W and fused B as the medians of its
+// measured computes, each rank's per-compute overhead folded into them, and
+// the time a message takes between ranks (the link latency), from the
+// receivers that sat idle waiting for it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_SCHEDULER_MODEL_COSTFIT_H
+#define STAGECRAFT_SCHEDULER_MODEL_COSTFIT_H
+
+#include "scheduler/model/Problem.h"
+#include "scheduler/model/Schedule.h"
+
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace stagecraft::pipe::sched {
+
+/// One compute as a runtime measured it.
+struct MeasuredCompute {
+  int rank = 0;
+  /// The training step it belongs to (any numbering; equal within a step).
+  int step = 0;
+  /// Forward, BackwardInput, BackwardWeight or Backward.
+  Action action;
+  /// Milliseconds, on one time axis for all ranks.
+  double start = 0.0, end = 0.0;
+};
+
+struct CostFit {
+  /// Per stage, in milliseconds: the median measured forward,
+  /// backward-input, backward-weight and fused backward, each with its
+  /// rank's per-compute overhead added; 0 where the run had no such
+  /// compute.
+  std::vector<double> forward, backwardInput, backwardWeight, backward;
+  /// Computes measured per stage.
+  std::vector<int> samples;
+  /// The median delay, in milliseconds, from the end of a compute to the
+  /// start of its consumer on another rank, over the consumers whose rank
+  /// was idle waiting for it; 0 when none was.
+  double latency = 0.0;
+  /// Per rank: milliseconds per compute spent neither computing nor
+  /// waiting (as given).
+  std::vector<double> overhead;
+  /// Steps measured.
+  int steps = 0;
+};
+
+/// Fits the costs of \p problem's stages (its shape: stages, their inputs,
+/// microbatches), placed by \p placement, to \p computes; \p overhead is
+/// each rank's milliseconds per compute outside computes and waits.
+/// Fails naming the stage when one has no measured forward, or neither a
+/// fused backward nor both halves.
+llvm::Expected<CostFit> fitCosts(const Problem &problem,
+                                 const std::vector<int> &placement,
+                                 const std::vector<MeasuredCompute> &computes,
+                                 const std::vector<double> &overhead);
+
+/// \p problem with \p fit's costs: each stage's F, I and W (a stage
+/// measured only fused splits its B in the ratio of \p problem's own I and
+/// W) and the fitted latency.
+Problem withFittedCosts(Problem problem, const CostFit &fit);
+
+/// A fused backward \p backward split into (I, W) in the ratio of \p
+/// backwardInput to \p backwardWeight (halves when both are 0).
+std::pair<double, double> splitBackward(double backward, double backwardInput,
+                                        double backwardWeight);
+
+} // namespace stagecraft::pipe::sched
+
+#endif // STAGECRAFT_SCHEDULER_MODEL_COSTFIT_H
