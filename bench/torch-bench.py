@@ -17,37 +17,14 @@
    rank's compute and communication actions.
 """
 
-import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
+from torch_launch import ROOT, launch
+
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
-
-
-def launch(kind, world, n_mb):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        procs = [subprocess.Popen(
-            ["taskset", "-c", str(r % os.cpu_count()), sys.executable,
-             WORKER, "bench", kind, str(r), str(world),
-             str(port), out, str(n_mb)], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for r in range(world)]
-        for p in procs:
-            text, _ = p.communicate(timeout=900)
-            if p.returncode != 0:
-                raise SystemExit(f"{kind}: a rank failed:\n{text[-2000:]}")
-        return json.load(open(os.path.join(out, "rank0.json")))
 
 
 KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
@@ -68,7 +45,7 @@ def step_table(world, n_mb, runs, kinds=KINDS):
                 f"({min(values):.1f}..{max(values):.1f})")
 
     for kind in kinds:
-        results = [launch(kind, world, n_mb) for _ in range(runs)]
+        results = [launch("bench", kind, world, n_mb) for _ in range(runs)]
         ours = [r["stagecraft"] for r in results]
         theirs = [r["torch"] for r in results if "torch" in r]
         label = "auto (from profile)" if kind == "auto-profiled" else kind

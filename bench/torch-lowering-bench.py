@@ -12,38 +12,13 @@ range.
     build-python/venv/bin/python bench/torch-lowering-bench.py [RUNS]
 """
 
-import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
+from torch_launch import launch
 KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
          "dualpipev"]
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-
-
-def launch(kind, world=2, n_mb=8):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        procs = [subprocess.Popen(
-            ["taskset", "-c", str(r), sys.executable, WORKER, "lowering",
-             kind, str(r), str(world), str(port), out, str(n_mb)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=env) for r in range(world)]
-        for p in procs:
-            output, _ = p.communicate(timeout=600)
-            if p.returncode != 0:
-                sys.exit(f"{kind}: a worker failed:\n{output[-2000:]}")
-        with open(os.path.join(out, "rank0.json")) as f:
-            return json.load(f)
 
 
 def cell(values):
@@ -57,7 +32,7 @@ print("|---|---|---|---|")
 for kind in KINDS:
     ours, theirs = [], []
     for _ in range(runs):
-        result = launch(kind)
+        result = launch("lowering", kind)
         ours.append(result["stagecraft"])
         theirs.append(result["torch"])
     ratio = statistics.median(theirs) / statistics.median(ours)

@@ -200,8 +200,10 @@ NB_MODULE(_core, m) {
              std::optional<int> rank, std::optional<double> forwardBackward,
              std::optional<double> recomputed, int layers, double params,
              std::optional<double> selective,
-             std::optional<double> selectiveCost) {
+             std::optional<double> selectiveCost,
+             std::optional<double> fusedBackward) {
             new (s) Stage();
+            s->fusedBackward = fusedBackward;
             s->params = params;
             s->selective = selective;
             s->selectiveCost = selectiveCost;
@@ -224,11 +226,13 @@ NB_MODULE(_core, m) {
           nb::arg("recomputed") = nb::none(), nb::arg("layers") = 0,
           nb::arg("params") = 0.0, nb::arg("selective") = nb::none(),
           nb::arg("selective_cost") = nb::none(),
+          nb::arg("fused_backward") = nb::none(),
           "weight_grad defaults to the activation (as in the DSL); rank pins "
           "the stage (pin all stages or none); recomputed: what a forward "
           "keeps under full recomputation; selective and selective_cost: "
           "what it keeps and what the backward re-runs under selective "
-          "recomputation; params: static memory on the stage's rank.")
+          "recomputation; params: static memory on the stage's rank; "
+          "fused_backward: one fused B where it costs other than I + W.")
       .def_rw("name", &Stage::name)
       .def_rw("forward", &Stage::forward)
       .def_rw("backward_input", &Stage::backwardInput)
@@ -237,6 +241,12 @@ NB_MODULE(_core, m) {
       .def_rw("weight_grad", &Stage::weightGrad)
       .def_rw("rank", &Stage::rank)
       .def_rw("forward_backward", &Stage::forwardBackward)
+      .def_rw("fused_backward", &Stage::fusedBackward,
+              "One fused backward B (input and weight gradients at once), "
+              "where it costs other than backward_input + backward_weight; "
+              "None: their sum. Kinds that fuse the backward (gpipe, 1f1b, "
+              "interleaved, DualPipe's F&B) pay it, the split kinds I + W, "
+              "so auto weighs splitting against what the split costs.")
       .def_rw("recomputed", &Stage::recomputed)
       .def_rw("layers", &Stage::layers)
       .def_rw("params", &Stage::params)

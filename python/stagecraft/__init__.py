@@ -79,7 +79,13 @@ def _number(x: float) -> str:
 
 
 def to_mlir(problem: Problem) -> str:
-    """`problem` as a pipe.pipeline spec that stagecraft-opt and `load` read."""
+    """`problem` as a pipe.pipeline spec that stagecraft-opt and `load` read.
+    The spec has no fused backward cost: a stage's `fused_backward` goes
+    into a comment above the pipeline, not into the spec."""
+    notes = [f"// @{s.name or f's{k}'}: fused_backward = "
+             f"{_number(s.fused_backward)} (not in the spec format)"
+             for k, s in enumerate(problem.stages)
+             if s.fused_backward is not None]
     head = (f"pipe.pipeline @{problem.name} ranks({problem.ranks}) "
             f"microbatches({problem.microbatches}) "
             f"latency({_number(problem.latency)})")
@@ -89,7 +95,7 @@ def to_mlir(problem: Problem) -> str:
         head += (" lengths(" + ", ".join(_number(l) for l in problem.lengths)
                  + f") reference_length({_number(problem.reference_length)})")
     head += " {"
-    lines = [head]
+    lines = notes + [head]
     for k, s in enumerate(problem.stages):
         line = (f"  pipe.stage @{s.name or f's{k}'}")
         if s.inputs is not None:

@@ -46,8 +46,9 @@ class Trace:
     Times are milliseconds on one axis for all ranks (each rank's zero is
     when all left the barrier that opened the trace). `computes`: (rank,
     step, action, start, end), action in torch's spelling ("0F3", "1I2",
-    "2W0", "0B1"); `waits`: (rank, step, start, end) spent in torch's wait
-    on point-to-point work; `steps`: (rank, step, start, end) of each
+    "2W0", "0B1"); `waits`: (rank, step, start, end, what) spent in torch's
+    wait on point-to-point work, `what` saying whether the work waited for
+    holds sends, receives or both ("send", "recv", "send+recv"); `steps`: (rank, step, start, end) of each
     `step()` call. Filled when the `with` block closes (collective).
     """
 
@@ -100,16 +101,30 @@ class Trace:
             st.backward_weight_one_chunk = timed(
                 lambda a, k, i=index: ("W", mb_of(a, k, "bwd_chunk_id"), i),
                 st.backward_weight_one_chunk)
-        self._wait = _ts._wait_batch_p2p
+        self._wait, self._post = _ts._wait_batch_p2p, _ts._batch_p2p
+        # What each posted piece of work carries: sends, receives or both.
+        posted: dict[int, tuple] = {}
+
+        def post(ops, *args, _inner=self._post, **kwargs):
+            works = _inner(ops, *args, **kwargs)
+            sends = {op.op in (dist.isend, dist.send) for op in ops}
+            what = ("send" if sends == {True} else
+                    "recv" if sends == {False} else "send+recv")
+            for w in works:
+                posted[id(w)] = (w, what)
+            return works
 
         def wait(work, _inner=self._wait):
             start = _now()
             try:
                 return _inner(work)
             finally:
+                what = {posted.pop(id(w), (None, "recv"))[1] for w in work}
                 waits.append((rank, current["step"], start - clock,
-                              _now() - clock))
+                              _now() - clock,
+                              what.pop() if len(what) == 1 else "send+recv"))
         _ts._wait_batch_p2p = wait
+        _ts._batch_p2p = post
         inner_step = self._runner.step
 
         def step(*args, **kwargs):
@@ -129,7 +144,7 @@ class Trace:
                          "backward_weight_one_chunk"):
                 st.__dict__.pop(name, None)
         self._runner.__dict__.pop("step", None)
-        _ts._wait_batch_p2p = self._wait
+        _ts._wait_batch_p2p, _ts._batch_p2p = self._wait, self._post
         if kind is not None:
             return
         parts = [self._mine]
@@ -153,6 +168,17 @@ class Trace:
         return [max(e for _, e in w) - min(b for b, _ in w)
                 for _, w in sorted(by_step.items())]
 
+    def compute_windows(self) -> list[float]:
+        """Per step, ms from the first compute's start to the last one's
+        end over all ranks: what the simulated makespan models. The rest
+        of a step is step()'s own work before its first compute and after
+        its last (splitting the batch, the gradient reductions)."""
+        by_step = defaultdict(list)
+        for _, s, _, start, end in self.computes:
+            by_step[s].append((start, end))
+        return [max(e for _, e in w) - min(b for b, _ in w)
+                for _, w in sorted(by_step.items())]
+
     def placement(self) -> list[int]:
         """Stage -> the rank that ran it."""
         where = {}
@@ -167,8 +193,8 @@ class Trace:
                                    "steps": {}})
         for rank, s, action, start, end in self.computes:
             out[rank]["computes"][s].append((action, start, end))
-        for rank, s, start, end in self.waits:
-            out[rank]["waits"][s].append((start, end))
+        for rank, s, start, end, what in self.waits:
+            out[rank]["waits"][s].append((start, end, what))
         for rank, s, start, end in self.steps:
             out[rank]["steps"][s] = (start, end)
         return out
@@ -188,7 +214,7 @@ class Trace:
                 last = max(c[2] for c in computes)
                 busy = sum(c[2] - c[1] for c in computes)
                 waiting = sum(min(e, last) - max(b, first)
-                              for b, e in data["waits"][s]
+                              for b, e, _ in data["waits"][s]
                               if e > first and b < last)
                 spent += max(0.0, last - first - busy - waiting)
                 count += len(computes)
@@ -198,14 +224,19 @@ class Trace:
     def report(self, plan: Schedule | None = None) -> str:
         """Per rank and action kind: actions per step and their measured
         ms per step, beside the plan's simulated ms (with `plan`); then per
-        rank the median step's compute, communication wait, runtime
-        overhead and idle time, measured and simulated."""
+        rank the median step's compute, communication wait (and the part
+        of it spent on work that holds sends only), runtime overhead
+        (`overhead` x computes) and idle time (step - compute), measured,
+        and the simulated compute and idle time."""
         per_rank = self._per_rank()
         steps = max(1, len(self.step_times()))
         step_ms = statistics.median(self.step_times())
-        lines = [f"measured {steps} step(s): median step {step_ms:.3f} ms"
+        window = statistics.median(self.compute_windows())
+        lines = [f"measured {steps} step(s): median step {step_ms:.3f} ms, "
+                 f"of which first compute to last {window:.3f} ms"
                  + (f"; simulated makespan {plan.makespan:.3f} ms, "
-                    f"measured / simulated {step_ms / plan.makespan:.3f}"
+                    f"measured / simulated {step_ms / plan.makespan:.3f} "
+                    f"(computes only {window / plan.makespan:.3f})"
                     if plan is not None and plan.makespan > 0 else "")]
         lines.append(f"{'rank':>4}  {'kind':>4}  {'count':>5}  "
                      f"{'measured ms':>11}  {'simulated ms':>12}")
@@ -229,16 +260,18 @@ class Trace:
                                  f"{count[kind] // steps:>5}  "
                                  f"{measured[kind] / steps:>11.3f}  {sim}")
         lines.append(f"{'rank':>4}  {'step ms':>9}  {'compute':>9}  "
-                     f"{'comm wait':>9}  {'overhead':>9}  {'idle':>9}  "
-                     f"{'sim compute':>11}  {'sim idle':>9}")
+                     f"{'comm wait':>9}  {'on sends':>9}  {'overhead':>9}  "
+                     f"{'idle':>9}  {'sim compute':>11}  {'sim idle':>9}")
         overhead = self.overhead()
         for rank in range(self.ranks):
             data = per_rank[rank]
             walls = [e - b for b, e in data["steps"].values()]
             busy = [sum(c[2] - c[1] for c in cs)
                     for cs in data["computes"].values()]
-            waiting = [sum(e - b for b, e in ws)
+            waiting = [sum(e - b for b, e, _ in ws)
                        for ws in data["waits"].values()] or [0.0]
+            on_sends = [sum(e - b for b, e, what in ws if what == "send")
+                        for ws in data["waits"].values()] or [0.0]
             wall = statistics.median(walls)
             b, w = statistics.median(busy), statistics.median(waiting)
             n = len(next(iter(data["computes"].values()), []))
@@ -247,6 +280,7 @@ class Trace:
                 sim_busy = sum(e - s for _, s, e in plan.timeline(rank))
                 sim = f"  {sim_busy:>11.3f}  {plan.makespan - sim_busy:>9.3f}"
             lines.append(f"{rank:>4}  {wall:>9.3f}  {b:>9.3f}  {w:>9.3f}  "
+                         f"{statistics.median(on_sends):>9.3f}  "
                          f"{overhead[rank] * n:>9.3f}  {wall - b:>9.3f}"
                          + sim)
         return "\n".join(lines) + "\n"

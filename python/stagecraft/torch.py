@@ -448,6 +448,7 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
     weight_bytes = float(sum(p.numel() * p.element_size() for p in params))
     stage = Stage(forward=figures["F"][0], backward_input=figures["I"][0],
                   backward_weight=figures["W"][0],
+                  fused_backward=figures["B"][0],
                   activation=activation / 2**20,
                   weight_grad=min(activation, weight_bytes) / 2**20)
     return stage, figures
@@ -465,7 +466,10 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     for the weights, in milliseconds on the current device, and the
     activation memory its forward keeps for the backward (saved tensors and
     output, in MiB; `weight_grad`: the part the weight gradient still
-    needs, at most the activation). No figure is zero: a stage whose figure
+    needs, at most the activation), and its fused backward B
+    (`fused_backward`: the kinds that fuse the backward pay it, the split
+    kinds I + W, so `auto` weighs the split against what it costs here).
+    No figure is zero: a stage whose figure
     stays at or below zero after timing again raises ScheduleError naming
     it. `example_inputs[i]` (or
     `example_inputs(i)`) is one microbatch's input tuple of stage i.
@@ -486,7 +490,7 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
             spread[st.stage_index] = figures
         mine[st.stage_index] = (measured.forward, measured.backward_input,
                                 measured.backward_weight, measured.activation,
-                                measured.weight_grad)
+                                measured.weight_grad, measured.fused_backward)
     group = group or stages[0].group
     ranks = dist.get_world_size(group)
     gathered: list[dict] = [None] * ranks  # type: ignore[list-item]
@@ -501,5 +505,5 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     return Problem(
         ranks=ranks, microbatches=n_microbatches, name="profiled",
         stages=[Stage(forward=f, backward_input=i, backward_weight=w,
-                      activation=a, weight_grad=g)
-                for f, i, w, a, g in (merged[s] for s in range(num_stages))])
+                      activation=a, weight_grad=g, fused_backward=b)
+                for f, i, w, a, g, b in (merged[s] for s in range(num_stages))])

@@ -13,6 +13,8 @@ profile -> auto -> one step, checked against the unpipelined model. MODE
 `differential` (KIND: the number of seeds): random problems planned by auto
 and every kind, each checked against the unpipelined model. MODE `trace`:
 steps of KIND traced, Stagecraft's and torch's own, and calibrated. MODE
+`calibration`: KIND's simulated step from profiled and from calibrated
+costs against its measured step. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
 Each rank writes OUT_DIR/rank<R>.json.
 """
@@ -377,6 +379,46 @@ def traced(kind, rank, world, n_mb, steps=3):
     return out
 
 
+def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
+    """Stagecraft's KIND plan on torch's runtime: its simulated makespan on
+    the costs `profile` measures, and on the costs `calibrate` fits to
+    `traced_steps` traced steps (after a warm-up), against the median of
+    `steps` further measured steps (barrier to barrier)."""
+    num_stages = stages_for(kind, world)
+    uniform = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(uniform, kind=kind)
+    mine = sct.stage_indices(plan, rank)
+    _, stages = build(mine, num_stages)
+    tokens, _ = data(n_mb)
+    hidden = torch.randn(B, T, D)
+    profiled = sct.profile(stages,
+                           lambda i: (tokens[:B],) if i == 0 else (hidden,),
+                           n_microbatches=n_mb)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    first, last = 0 in mine, num_stages - 1 in mine
+    run_step(runner, n_mb, first, last)
+    with sct.trace(runner) as t:
+        for _ in range(traced_steps):
+            run_step(runner, n_mb, first, last)
+    calibrated = sct.calibrate(t, profiled)
+    measured = []
+    for _ in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        run_step(runner, n_mb, first, last)
+        dist.barrier()
+        measured.append(1e3 * (time.perf_counter() - t0))
+    csv = plan.to_csv()
+    return {"measured": statistics.median(measured),
+            "traced": statistics.median(t.step_times()),
+            "window": statistics.median(t.compute_windows()),
+            "profiled": sc.from_csv(profiled, csv).makespan,
+            "calibrated": sc.from_csv(calibrated, csv).makespan,
+            "latency": calibrated.latency, "overhead": t.overhead(),
+            "report": t.report(sc.from_csv(calibrated, csv))}
+
+
 def bench(kind, rank, world, n_mb, steps=20):
     """Median step seconds of Stagecraft's kind and of torch's own, their
     steps alternating after one warm-up step each; kind `auto-profiled`
@@ -435,6 +477,8 @@ def main():
             result = differential(rank, world, n_mb, int(kind), out)
         elif mode == "trace":
             result = traced(kind, rank, world, n_mb)
+        elif mode == "calibration":
+            result = calibration(kind, rank, world, n_mb)
         elif mode == "bench":
             result = bench(kind, rank, world, n_mb)
         else:

@@ -162,6 +162,9 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
     stage.forward = fit.forward[s];
     stage.backwardInput = in;
     stage.backwardWeight = weight;
+    // A measured fused B is what a fused backward costs, split or not.
+    if (fit.backward[s] > 0.0)
+      stage.fusedBackward = fit.backward[s];
   }
   problem.latency = fit.latency;
   return problem;

@@ -64,7 +64,7 @@ llvm::Expected<CostFit> fitCosts(const Problem &problem,
 
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
-/// W) and the fitted latency.
+/// W), its fused backward where one was measured, and the fitted latency.
 Problem withFittedCosts(Problem problem, const CostFit &fit);
 
 /// A fused backward \p backward split into (I, W) in the ratio of \p

@@ -114,6 +114,8 @@ stagecraft::pipe::sched::scaledForDevices(const Problem &problem,
     st.backwardWeight /= speed;
     if (st.forwardBackward)
       *st.forwardBackward /= speed;
+    if (st.fusedBackward)
+      *st.fusedBackward /= speed;
     if (st.selectiveCost)
       *st.selectiveCost /= speed;
     if (st.attention) {
@@ -297,6 +299,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
           fmt::format("stage @{}: 'forward_backward' must be finite and "
                       "non-negative, got {}",
                       stage.name, *stage.forwardBackward));
+    if (stage.fusedBackward && !isNonNegativeFinite(*stage.fusedBackward))
+      return fail(fmt::format("stage @{}: 'fused_backward' must be finite and "
+                              "non-negative, got {}",
+                              stage.name, *stage.fusedBackward));
     for (auto [key, value] : values)
       if (!isNonNegativeFinite(value))
         return fail(fmt::format("stage @{}: '{}' must be finite and "

@@ -12,6 +12,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct Stage {
   /// Cost of this stage's forward overlapped with a full backward of a stage
   /// like it (DualPipe's F&B); unset means no overlap gain (F + B).
   std::optional<double> forwardBackward;
+  /// Cost of one fused backward B where it differs from I + W (a runtime
+  /// whose split backward costs more than the fused one, as measured by
+  /// stagecraft.torch.profile); unset means I + W.
+  std::optional<double> fusedBackward;
   /// Size of the activation this stage sends to the next one (its
   /// gradient coming back is as large), in memory units; 0: not given.
   double output = 0.0;
@@ -67,7 +72,15 @@ struct Stage {
   };
   std::optional<Attention> attention;
 
-  double backward() const { return backwardInput + backwardWeight; }
+  /// One fused backward B (input and weight gradients in one action);
+  /// unset: backwardInput + backwardWeight.
+  double backward() const {
+    return fusedBackward.value_or(backwardInput + backwardWeight);
+  }
+  /// The least backward a schedule can run: fused or split.
+  double leastBackward() const {
+    return std::min(backward(), backwardInput + backwardWeight);
+  }
   /// Time saved by overlapping this stage's F with a B: F + B - F&B.
   double overlapGain() const {
     return forwardBackward ? forward + backward() - *forwardBackward : 0.0;

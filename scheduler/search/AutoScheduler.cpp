@@ -71,7 +71,7 @@ double stagecraft::pipe::sched::lowerBound(const Problem &problem,
       total += c;
       shortest = std::min(shortest, c);
     }
-    work[r] += total * (stage.forward + stage.backward());
+    work[r] += total * (stage.forward + stage.leastBackward());
     forwardOf[s] = shortest * stage.forward;
   }
   double bound = 0.0;
@@ -93,8 +93,8 @@ double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
     // An overlapped F&B saves at most the mean of its two stages' gains,
     // and each F and each B is in one pair at most.
     work[placement[s]] +=
-        total *
-        std::max(0.0, stage.forward + stage.backward() - stage.overlapGain());
+        total * std::max(0.0, stage.forward + stage.leastBackward() -
+                                  stage.overlapGain());
   }
   return *std::max_element(work.begin(), work.end());
 }

@@ -173,8 +173,7 @@ double stagecraft::pipe::sched::memoryAwareSpanBound(
   for (int s = 0; s < n; ++s) {
     const Stage &st = problem.stages[s];
     plain |= st.overlapGain() > 0.0;
-    work[placement[s]] +=
-        m * (st.forward + st.backwardInput + st.backwardWeight);
+    work[placement[s]] += m * (st.forward + st.leastBackward());
   }
   if (plain) {
     double most = 0.0;

@@ -153,3 +153,35 @@ TEST(LowerBound, ChainDelayPlusWork) {
 }
 
 } // namespace
+
+namespace {
+
+/// A runtime whose split backward costs more than its fused one (torch's
+/// I then W on a retained graph): the fused kinds pay the fused B, the
+/// split kinds I + W, the bounds hold for both, and auto does not pick a
+/// split plan that loses to a fused one.
+TEST(Auto, WeighsTheSplitBackwardAgainstWhatItCosts) {
+  for (int p : {2, 4})
+    for (int m : {p, 2 * p, 4 * p})
+      for (double fused : {1.2, 2.0, 2.6}) {
+        Problem problem = uniformProblem(p, m, p, {1.0, 1.0, 1.0}, 0.05);
+        for (Stage &s : problem.stages)
+          s.fusedBackward = fused;
+        SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                     " fused=" + std::to_string(fused));
+        Schedule oneF = *generateSchedule(problem, {ScheduleKind::OneFOneB});
+        Schedule zb = *generateSchedule(problem, {ScheduleKind::ZBH1});
+        Timeline t1 = *simulate(problem, oneF), tz = *simulate(problem, zb);
+        // Every B pays the fused cost, every I and W its own.
+        EXPECT_NEAR(t1.busy[0], m * (1.0 + fused), 1e-9);
+        EXPECT_NEAR(tz.busy[0], m * 3.0, 1e-9);
+        llvm::Expected<AutoResult> result = autoSchedule(problem, {});
+        ASSERT_TRUE(!!result) << llvm::toString(result.takeError());
+        EXPECT_LE(result->lowerBound, result->makespan + 1e-9);
+        EXPECT_LE(result->lowerBound, t1.makespan + 1e-9);
+        EXPECT_LE(result->lowerBound, tz.makespan + 1e-9);
+        EXPECT_LE(result->makespan, std::min(t1.makespan, tz.makespan) + 1e-9);
+      }
+}
+
+} // namespace

@@ -1,0 +1,34 @@
+"""Launches the ranks of python/tests/torch_worker.py for the torch
+benchmarks: WORLD processes on gloo, pinned one per core (`taskset`), one
+thread each; returns rank 0's JSON result. Exits naming the mode and kind
+when a rank fails."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
+
+
+def launch(mode, kind, world=2, n_mb=8, timeout=900):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        procs = [subprocess.Popen(
+            ["taskset", "-c", str(r % os.cpu_count()), sys.executable,
+             WORKER, mode, kind, str(r), str(world), str(port), out,
+             str(n_mb)], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for r in range(world)]
+        for p in procs:
+            text, _ = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                sys.exit(f"{mode} {kind}: a rank failed:\n{text[-2000:]}")
+        with open(os.path.join(out, "rank0.json")) as f:
+            return json.load(f)
