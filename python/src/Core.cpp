@@ -551,12 +551,14 @@ NB_MODULE(_core, m) {
   m.def(
       "fit_costs",
       [](const Problem &problem, const std::vector<int> &placement,
-         const std::vector<std::tuple<int, int, std::string, double, double>>
+         const std::vector<
+             std::tuple<int, int, std::string, double, double, double>>
              &computes,
          const std::vector<double> &overhead) {
         std::vector<MeasuredCompute> measured;
-        for (const auto &[rank, step, name, start, end] : computes)
-          measured.push_back({rank, step, computeNamed(name), start, end});
+        for (const auto &[rank, step, name, start, end, own] : computes)
+          measured.push_back(
+              {rank, step, computeNamed(name), start, end, own});
         CostFit fit = take(fitCosts(problem, placement, measured, overhead));
         nb::dict out;
         out["problem"] = withFittedCosts(problem, fit);
@@ -574,8 +576,8 @@ NB_MODULE(_core, m) {
       nb::arg("overhead"),
       "The costs of the scheduler's fit (as stagecraft-run --calibrate): "
       "computes are (rank, step, compute in torch's spelling, start ms, end "
-      "ms); overhead, per rank, the ms per compute outside computes and "
-      "waits. Returns per-stage medians with the overhead added (forward, "
+      "ms, ms of the runtime's own work it brought with it); overhead, per "
+      "rank, ms per compute outside computes and waits not so attributed. Returns per-stage medians with the overhead added (forward, "
       "backward_input, backward_weight, fused backward; 0 where not run), "
       "the link latency, and `problem` with those costs (a stage measured "
       "fused splits its B in the ratio of the problem's own I and W).");

@@ -221,6 +221,27 @@ class Trace:
             result.append(spent / count if count else 0.0)
         return result
 
+    def after(self) -> list[float]:
+        """Per compute (as `computes`), ms the rank spent after it, until
+        its next compute of the step, neither computing nor waiting on
+        communication: the runtime's own work that compute brought with it
+        (the loss after a last stage's forward, posting its sends, handing
+        its output on); 0 after a step's last compute."""
+        per_rank = self._per_rank()
+        out = []
+        for rank, s, action, start, end in self.computes:
+            later = [c[1] for c in per_rank[rank]["computes"][s]
+                     if c[1] >= end]
+            if not later:
+                out.append(0.0)
+                continue
+            nxt = min(later)
+            waiting = sum(min(e, nxt) - max(b, end)
+                          for b, e, _ in per_rank[rank]["waits"][s]
+                          if e > end and b < nxt)
+            out.append(max(0.0, nxt - end - waiting))
+        return out
+
     def report(self, plan: Schedule | None = None) -> str:
         """Per rank and action kind: actions per step and their measured
         ms per step, beside the plan's simulated ms (with `plan`); then per
@@ -312,8 +333,8 @@ def _kind_of(action: str) -> str:
     return action[k]
 
 
-def calibrate(trace: Trace, problem: Problem,
-              details: dict | None = None) -> Problem:
+def calibrate(trace: Trace, problem: Problem, details: dict | None = None,
+              overhead: str = "compute") -> Problem:
     """`problem` with the costs `trace` measured: per stage the median F,
     I and W of its traced computes (a stage that ran its backward fused
     splits that B in the ratio of `problem`'s own I and W), each with its
@@ -330,8 +351,16 @@ def calibrate(trace: Trace, problem: Problem,
         raise ScheduleError(
             f"the trace ran {len(trace.placement())} stages; the problem "
             f"has {len(problem.stages)}")
-    fit = fit_costs(problem, trace.placement(), trace.computes,
-                    trace.overhead())
+    if overhead == "compute":
+        computes = [c + (a,) for c, a in zip(trace.computes, trace.after())]
+        per_rank = [0.0] * trace.ranks
+    elif overhead == "rank":
+        computes = [c + (0.0,) for c in trace.computes]
+        per_rank = trace.overhead()
+    else:
+        raise ScheduleError(f"overhead={overhead!r}: expected 'compute' or "
+                            "'rank'")
+    fit = fit_costs(problem, trace.placement(), computes, per_rank)
     if details is not None:
         details.update({k: v for k, v in fit.items() if k != "problem"})
     return fit["problem"]

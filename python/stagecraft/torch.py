@@ -46,7 +46,8 @@ from ._torch_trace import Trace, calibrate
 #: `with stagecraft.torch.trace(runner) as t: runner.step(...)`.
 trace = Trace
 
-__all__ = ["plan", "stage_indices", "schedule", "profile", "check", "trace",
+__all__ = ["plan", "stage_indices", "schedule", "profile", "check",
+           "torch_orders", "trace",
            "Trace", "calibrate", "KINDS"]
 
 #: The kinds that run on torch's runtime (helix does not: see above).
@@ -82,7 +83,10 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     raises ScheduleError saying so.
 
     `recompute` as `stagecraft.schedule` (default: auto when the problem has
-    a capacity, else none). `auto` searches under a time limit, so two ranks
+    a capacity, else none). `auto` (without recomputation) also weighs
+    the orders of torch's own schedules that fit the problem
+    (`torch_orders`) and returns one where it simulates faster within the
+    memory limit (its `choice` says "torch <class>"). `auto` searches under a time limit, so two ranks
     could end with different plans: when torch.distributed is initialized,
     rank 0 of `group` plans and broadcasts the plan (collective for auto:
     every rank must call). The fixed kinds are deterministic and plan
@@ -101,16 +105,20 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
             f"pipeline @{problem.name} branches (Stage.inputs): torch's "
             "pipelining passes one tensor from each stage to the next, so it "
             "cannot run a graph of stages")
+    def local():
+        found = _schedule(problem, kind=kind, memory_limit=memory_limit,
+                          time_limit=time_limit, chunks=chunks,
+                          recompute=recompute)
+        if kind != "auto" or recompute not in (None, "none"):
+            return found
+        return _best_with_torch_orders(found, problem, memory_limit)
+
     if kind != "auto" or not dist.is_initialized():
-        return _schedule(problem, kind=kind, memory_limit=memory_limit,
-                         time_limit=time_limit, chunks=chunks,
-                         recompute=recompute)
+        return local()
     message: list = [None]
     if dist.get_rank(group) == 0:
         try:
-            found = _schedule(problem, kind=kind, memory_limit=memory_limit,
-                              time_limit=time_limit, chunks=chunks,
-                              recompute=recompute)
+            found = local()
             message[0] = ("ok", found.to_csv(), found.recompute,
                           (found.kind, found.choice, found.lower_bound,
                            found.memory_aware_bound))
@@ -123,6 +131,69 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
         raise ScheduleError(text)
     # Every rank holds the same plan, named as rank 0 found it.
     return from_csv(problem, text).with_recompute(table)._with_origin(*origin)
+
+
+class _OrderStage:
+    """What torch's schedule constructors read of a stage to build their
+    per-rank orders, without a process group."""
+
+    def __init__(self, index: int, num_stages: int, rank: int, size: int):
+        self.stage_index, self.num_stages = index, num_stages
+        self.group_rank, self.group_size = rank, size
+        self.is_first, self.is_last = index == 0, index == num_stages - 1
+        self.stage_index_to_group_rank: dict = {}
+        self.submod = torch.nn.Linear(1, 1)
+
+
+def torch_orders(problem: Problem) -> dict[str, Schedule]:
+    """torch's built-in schedules that fit `problem`'s shape, each read
+    with `check` and simulated on `problem`: GPipe and 1F1B with one stage
+    per rank; Interleaved1F1B and InterleavedZeroBubble (loop placement)
+    and ZBVZeroBubble and DualPipeV (V placement) with two. A class whose
+    constructor refuses the shape (its microbatch rules) is left out."""
+    ranks, n_mb, n = problem.ranks, problem.microbatches, len(problem.stages)
+    out: dict[str, Schedule] = {}
+    if n == ranks:
+        for name, kind in (("ScheduleGPipe", "gpipe"),
+                           ("Schedule1F1B", "1f1b")):
+            if kind == "1f1b" and n_mb < n:
+                continue
+            rows = [",".join(_single_stage_order(kind, r, n, n_mb))
+                    for r in range(ranks)]
+            out[name] = from_csv(problem, "\n".join(rows) + "\n")
+        return out
+    if n != 2 * ranks:
+        return out
+    for cls, v in ((_ts.ScheduleInterleaved1F1B, False),
+                   (getattr(_ts, "ScheduleInterleavedZeroBubble", None), False),
+                   (_ts.ScheduleZBVZeroBubble, True),
+                   (getattr(_ts, "ScheduleDualPipeV", None), True)):
+        if cls is None:
+            continue
+        stages = [_OrderStage(i, n, 0, ranks)
+                  for i in ([0, n - 1] if v else [0, ranks])]
+        try:
+            out[cls.__name__] = check(cls(stages, n_mb), problem)
+        except (ValueError, RuntimeError, AssertionError, ScheduleError):
+            continue
+    return out
+
+
+def _best_with_torch_orders(found: Schedule, problem: Problem,
+                            memory_limit: float | None) -> Schedule:
+    """auto's plan, or the order of one of torch's built-in schedules
+    (`torch_orders`) where that one's simulated makespan is smaller within
+    the memory limit; named kind "auto", its choice "torch <class>"."""
+    best = found
+    for name, theirs in torch_orders(problem).items():
+        if memory_limit is not None and \
+                max(theirs.peak_memory) > memory_limit * (1 + 1e-9):
+            continue
+        if theirs.makespan < best.makespan - 1e-9:
+            best = theirs._with_origin("auto", f"torch {name}",
+                                       found.lower_bound,
+                                       found.memory_aware_bound)
+    return best
 
 
 def recomputed_stages(plan: Schedule) -> list[int]:

@@ -402,6 +402,7 @@ def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
         for _ in range(traced_steps):
             run_step(runner, n_mb, first, last)
     calibrated = sct.calibrate(t, profiled)
+    evenly = sct.calibrate(t, profiled, overhead="rank")
     measured = []
     for _ in range(steps):
         dist.barrier()
@@ -415,6 +416,7 @@ def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
             "window": statistics.median(t.compute_windows()),
             "profiled": sc.from_csv(profiled, csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
+            "evenly": sc.from_csv(evenly, csv).makespan,
             "latency": calibrated.latency, "overhead": t.overhead(),
             "report": t.report(sc.from_csv(calibrated, csv))}
 

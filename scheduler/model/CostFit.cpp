@@ -20,6 +20,13 @@
 
 using namespace stagecraft::pipe::sched;
 
+static double mean(const std::vector<double> &v) {
+  double sum = 0.0;
+  for (double x : v)
+    sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
 static double median(std::vector<double> v) {
   if (v.empty())
     return 0.0;
@@ -52,7 +59,7 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
         "{} stages placed; the problem has {}", placement.size(), n));
   struct Timed {
     int rank;
-    double start, end, previousEnd;
+    double start, end, previousEnd, overhead;
   };
   // Each rank's computes in the order they ran: a consumer that waited is
   // one whose previous compute ended before its input was ready.
@@ -74,19 +81,21 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
       previousEnd = -std::numeric_limits<double>::infinity();
     previousRank = c->rank;
     when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
-          c->action.microbatch}] = {c->rank, c->start, c->end, previousEnd};
+          c->action.microbatch}] = {c->rank, c->start, c->end, previousEnd,
+                                     c->overhead};
     previousEnd = c->end;
     steps.insert(c->step);
   }
   CostFit fit;
   fit.overhead = overhead;
   fit.steps = static_cast<int>(steps.size());
-  std::vector<std::array<std::vector<double>, 4>> durations(n);
+  std::vector<std::array<std::vector<double>, 4>> durations(n), own(n);
   for (const auto &[key, t] : when) {
     auto [step, kind, stage, mb] = key;
     if (stage < 0 || stage >= n || kind > 3)
       continue;
     durations[stage][kind].push_back(t.end - t.start);
+    own[stage][kind].push_back(t.overhead);
   }
   fit.forward.assign(n, 0.0);
   fit.backwardInput.assign(n, 0.0);
@@ -104,13 +113,15 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
          (durations[s][1].empty() || durations[s][2].empty())))
       return llvm::make_error<ScheduleError>(
           stageName(s) + " has no measured forward and backward");
-    fit.forward[s] = median(durations[s][0]) + extra;
-    if (!durations[s][1].empty())
-      fit.backwardInput[s] = median(durations[s][1]) + extra;
-    if (!durations[s][2].empty())
-      fit.backwardWeight[s] = median(durations[s][2]) + extra;
-    if (!durations[s][3].empty())
-      fit.backward[s] = median(durations[s][3]) + extra;
+    auto cost = [&](int kind) {
+      return durations[s][kind].empty()
+                 ? 0.0
+                 : median(durations[s][kind]) + extra + mean(own[s][kind]);
+    };
+    fit.forward[s] = cost(0);
+    fit.backwardInput[s] = cost(1);
+    fit.backwardWeight[s] = cost(2);
+    fit.backward[s] = cost(3);
   }
   // Link latency: a consumer on another rank that had nothing else to run
   // (its previous compute ended before the producer's) starts one transfer

@@ -31,13 +31,19 @@ struct MeasuredCompute {
   Action action;
   /// Milliseconds, on one time axis for all ranks.
   double start = 0.0, end = 0.0;
+  /// Milliseconds of the runtime's own work this compute brought with it
+  /// (after it, until the rank's next compute or wait: the loss, posting
+  /// its sends), when the runtime attributes its overhead per compute;
+  /// its mean per stage and kind (which keeps the whole of it: it comes in
+  /// bursts) joins that cost.
+  double overhead = 0.0;
 };
 
 struct CostFit {
   /// Per stage, in milliseconds: the median measured forward,
   /// backward-input, backward-weight and fused backward, each with its
-  /// rank's per-compute overhead added; 0 where the run had no such
-  /// compute.
+  /// rank's per-compute overhead and the mean of its computes' own
+  /// overhead added; 0 where the run had no such compute.
   std::vector<double> forward, backwardInput, backwardWeight, backward;
   /// Computes measured per stage.
   std::vector<int> samples;
