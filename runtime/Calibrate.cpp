@@ -76,8 +76,7 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
     if (s < static_cast<int>(plan.stageInputs.size()))
       shape.stages[s].inputs = plan.stageInputs[s];
   }
-  llvm::Expected<Calibration> fit =
-      sched::fitCosts(shape, plan.placement, measured, overhead);
+  llvm::Expected<Calibration> fit = sched::fitCosts(shape, measured, overhead);
   if (!fit)
     return fail(llvm::toString(fit.takeError()) +
                 "; run with --train and more steps");

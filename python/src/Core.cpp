@@ -550,16 +550,14 @@ NB_MODULE(_core, m) {
       "zero-bubble kinds follow it). The result is verified and simulated.");
   m.def(
       "fit_costs",
-      [](const Problem &problem, const std::vector<int> &placement,
-         const std::vector<
-             std::tuple<int, int, std::string, double, double, double>>
-             &computes,
+      [](const Problem &problem,
+         const std::vector<std::tuple<int, int, std::string, double, double,
+                                      double>> &computes,
          const std::vector<double> &overhead) {
         std::vector<MeasuredCompute> measured;
         for (const auto &[rank, step, name, start, end, own] : computes)
-          measured.push_back(
-              {rank, step, computeNamed(name), start, end, own});
-        CostFit fit = take(fitCosts(problem, placement, measured, overhead));
+          measured.push_back({rank, step, computeNamed(name), start, end, own});
+        CostFit fit = take(fitCosts(problem, measured, overhead));
         nb::dict out;
         out["problem"] = withFittedCosts(problem, fit);
         out["forward"] = fit.forward;
@@ -572,12 +570,12 @@ NB_MODULE(_core, m) {
         out["steps"] = fit.steps;
         return out;
       },
-      nb::arg("problem"), nb::arg("placement"), nb::arg("computes"),
-      nb::arg("overhead"),
+      nb::arg("problem"), nb::arg("computes"), nb::arg("overhead"),
       "The costs of the scheduler's fit (as stagecraft-run --calibrate): "
       "computes are (rank, step, compute in torch's spelling, start ms, end "
       "ms, ms of the runtime's own work it brought with it); overhead, per "
-      "rank, ms per compute outside computes and waits not so attributed. Returns per-stage medians with the overhead added (forward, "
+      "rank, ms per compute outside computes and waits not so attributed. "
+      "Returns per-stage medians with the overhead added (forward, "
       "backward_input, backward_weight, fused backward; 0 where not run), "
       "the link latency, and `problem` with those costs (a stage measured "
       "fused splits its B in the ratio of the problem's own I and W).");

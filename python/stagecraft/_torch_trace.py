@@ -333,35 +333,47 @@ def _kind_of(action: str) -> str:
     return action[k]
 
 
-def calibrate(trace: Trace, problem: Problem, details: dict | None = None,
+def calibrate(trace, problem: Problem, details: dict | None = None,
               overhead: str = "compute") -> Problem:
-    """`problem` with the costs `trace` measured: per stage the median F,
-    I and W of its traced computes (a stage that ran its backward fused
-    splits that B in the ratio of `problem`'s own I and W), each with its
-    rank's per-compute runtime overhead (`Trace.overhead`) added, and the
-    link latency: the median delay from a compute's end to the start of
-    its consumer on another rank that sat idle waiting for it. The
-    scheduler's own fit does the work (stagecraft-run --calibrate uses the
-    same). Trace steps after a warm-up: every traced step counts.
-    `details`, when given, receives the fit's figures (per stage forward,
-    backward_input, backward_weight, backward, samples; latency; per rank
-    overhead; steps). Raises ScheduleError naming a stage with no traced
-    forward and backward."""
-    if len(problem.stages) != len(trace.placement()):
-        raise ScheduleError(
-            f"the trace ran {len(trace.placement())} stages; the problem "
-            f"has {len(problem.stages)}")
-    if overhead == "compute":
-        computes = [c + (a,) for c, a in zip(trace.computes, trace.after())]
-        per_rank = [0.0] * trace.ranks
-    elif overhead == "rank":
-        computes = [c + (0.0,) for c in trace.computes]
-        per_rank = trace.overhead()
-    else:
-        raise ScheduleError(f"overhead={overhead!r}: expected 'compute' or "
-                            "'rank'")
-    fit = fit_costs(problem, trace.placement(), computes, per_rank)
-    if details is not None:
-        details.update({k: v for k, v in fit.items() if k != "problem"})
-    return fit["problem"]
+    """`problem` with the costs the traced steps show: per stage the median
+    F, I, W and fused B of its traced computes (a stage that ran only a
+    fused B splits it in the ratio of `problem`'s own I and W; one that ran
+    only I and W keeps `problem`'s fused B in its ratio to I + W), each
+    with the runtime's own work around it added, and the link latency: the
+    median delay from a compute's end to the start of its consumer on
+    another rank that sat idle waiting for it. The scheduler's own fit
+    does the work (stagecraft-run --calibrate uses the same).
 
+    `trace`: a Trace, or a list of them (runs of different plans or
+    placements, e.g. each candidate's: a split-backward plan measures I
+    and W, a fused one B). Trace steps after a warm-up: every traced step
+    counts. `overhead`: "compute" (default) adds to each compute kind the
+    mean of what its computes brought with them (`Trace.after`); "rank"
+    spreads each rank's overhead evenly over its computes
+    (`Trace.overhead`). `details`, when given, receives the fit's figures
+    (per stage forward, backward_input, backward_weight, backward,
+    samples; latency; steps). Raises ScheduleError naming a stage with no
+    traced forward and backward."""
+    traces = list(trace) if isinstance(trace, (list, tuple)) else [trace]
+    computes = []
+    for k, t in enumerate(traces):
+        if len(problem.stages) != len(t.placement()):
+            raise ScheduleError(
+                f"a trace ran {len(t.placement())} stages; the problem "
+                f"has {len(problem.stages)}")
+        if overhead == "compute":
+            own = t.after()
+        elif overhead == "rank":
+            per_rank = t.overhead()
+            own = [per_rank[c[0]] for c in t.computes]
+        else:
+            raise ScheduleError(f"overhead={overhead!r}: expected 'compute' "
+                                "or 'rank'")
+        # Each trace's steps apart from the others'.
+        computes += [(r, k * 1_000_000 + s, a, b, e, o)
+                     for (r, s, a, b, e), o in zip(t.computes, own)]
+    fit = fit_costs(problem, computes, [0.0] * problem.ranks)
+    if details is not None:
+        details.update({k: v for k, v in fit.items()
+                        if k not in ("problem", "overhead")})
+    return fit["problem"]

@@ -14,7 +14,8 @@ profile -> auto -> one step, checked against the unpipelined model. MODE
 and every kind, each checked against the unpipelined model. MODE `trace`:
 steps of KIND traced, Stagecraft's and torch's own, and calibrated. MODE
 `calibration`: KIND's simulated step from profiled and from calibrated
-costs against its measured step. MODE
+costs against its measured step. MODE `auto-vs-torch`: auto from the
+whole loop against torch's built-ins, measured. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
 Each rank writes OUT_DIR/rank<R>.json.
 """
@@ -194,16 +195,25 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch"):
     return result
 
 
-def alternate(runners, steps, n_mb, has_first, has_last):
+def ends_of(runner):
+    """Whether the runner's stages here hold the first and the last."""
+    stages = getattr(runner, "_stages", None) or [runner._stage]
+    return any(st.is_first for st in stages), any(st.is_last for st in stages)
+
+
+def alternate(runners, steps, n_mb, has_first=None, has_last=None):
     """Seconds of each runner's steps, the runners taking turns step by step
-    (their order reversed every other step) after one warm-up step each."""
+    (their order reversed every other step) after one warm-up step each.
+    Without has_first / has_last, each runner's own stages say."""
     times = {who: [] for who in runners}
     for step in range(steps + 1):
         order = list(runners) if step % 2 == 0 else list(runners)[::-1]
         for who in order:
+            first, last = ((has_first, has_last) if has_first is not None
+                           else ends_of(runners[who]))
             dist.barrier()
             t0 = time.perf_counter()
-            run_step(runners[who], n_mb, has_first, has_last)
+            run_step(runners[who], n_mb, first, last)
             dist.barrier()
             if step > 0:
                 times[who].append(time.perf_counter() - t0)
@@ -421,6 +431,60 @@ def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
             "report": t.report(sc.from_csv(calibrated, csv))}
 
 
+def auto_against_torch(rank, world, n_mb, steps=20):
+    """2 x world stages: auto planned by the whole loop (profile, plan,
+    trace 3 steps of that plan and of each of torch's built-in schedules
+    with two stages per rank, calibrate from all the traces, plan again)
+    against those built-ins, all their steps alternating; medians in seconds, and each plan's simulated makespan
+    and peak memory on the calibrated costs."""
+    num_stages = 2 * world
+    _, probe = build([2 * rank, 2 * rank + 1], num_stages)
+    tokens, _ = data(n_mb)
+    hidden = torch.randn(B, T, D)
+    problem = sct.profile(probe,
+                          lambda i: (tokens[:B],) if i == 0 else (hidden,),
+                          n_microbatches=n_mb)
+    plan = sct.plan(problem, kind="auto", time_limit=2.0)
+    _, stages = build(sct.stage_indices(plan, rank), num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    first, last = ends_of(runner)
+    run_step(runner, n_mb, first, last)
+    with sct.trace(runner) as t:
+        for _ in range(3):
+            run_step(runner, n_mb, first, last)
+    # torch's built-ins, each traced too: together they measure every kind
+    # of compute (split and fused backwards, F&B) in the runtime.
+    runners, traces = {}, [t]
+    for cls in (ts.ScheduleInterleaved1F1B, ts.ScheduleInterleavedZeroBubble,
+                ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV):
+        v = cls in (ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV)
+        _, stages = build([rank, num_stages - 1 - rank] if v
+                          else [rank, rank + world], num_stages)
+        runners[cls.__name__] = cls(stages, n_mb, loss_fn=loss_fn)
+        theirs = runners[cls.__name__]
+        run_step(theirs, n_mb, *ends_of(theirs))
+        with sct.trace(theirs) as traced:
+            for _ in range(3):
+                run_step(theirs, n_mb, *ends_of(theirs))
+        traces.append(traced)
+    calibrated = sct.calibrate(traces, problem)
+    again = sct.plan(calibrated, kind="auto", time_limit=2.0)
+    _, stages = build(sct.stage_indices(again, rank), num_stages)
+    runners = {"auto": sct.schedule(stages, n_mb, loss_fn, plan=again),
+               **runners}
+    simulated = {"auto": (again.makespan, max(again.peak_memory))}
+    orders = sct.torch_orders(calibrated)
+    for cls in (ts.ScheduleInterleaved1F1B, ts.ScheduleInterleavedZeroBubble,
+                ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV):
+        if cls.__name__ in orders:
+            order = orders[cls.__name__]
+            simulated[cls.__name__] = (order.makespan, max(order.peak_memory))
+    times = alternate(runners, steps, n_mb)
+    return {"median": {who: statistics.median(v) for who, v in times.items()},
+            "simulated": simulated, "first_choice": plan.choice,
+            "choice": again.choice}
+
+
 def bench(kind, rank, world, n_mb, steps=20):
     """Median step seconds of Stagecraft's kind and of torch's own, their
     steps alternating after one warm-up step each; kind `auto-profiled`
@@ -481,6 +545,8 @@ def main():
             result = traced(kind, rank, world, n_mb)
         elif mode == "calibration":
             result = calibration(kind, rank, world, n_mb)
+        elif mode == "auto-vs-torch":
+            result = auto_against_torch(rank, world, n_mb)
         elif mode == "bench":
             result = bench(kind, rank, world, n_mb)
         else:

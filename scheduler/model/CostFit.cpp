@@ -46,7 +46,6 @@ stagecraft::pipe::sched::splitBackward(double backward, double backwardInput,
 
 llvm::Expected<CostFit>
 stagecraft::pipe::sched::fitCosts(const Problem &problem,
-                                  const std::vector<int> &placement,
                                   const std::vector<MeasuredCompute> &computes,
                                   const std::vector<double> &overhead) {
   const int n = problem.numStages();
@@ -54,9 +53,6 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     return problem.stages[s].name.empty() ? fmt::format("stage {}", s)
                                           : "stage @" + problem.stages[s].name;
   };
-  if (static_cast<int>(placement.size()) != n)
-    return llvm::make_error<ScheduleError>(fmt::format(
-        "{} stages placed; the problem has {}", placement.size(), n));
   struct Timed {
     int rank;
     double start, end, previousEnd, overhead;
@@ -82,7 +78,7 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     previousRank = c->rank;
     when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
           c->action.microbatch}] = {c->rank, c->start, c->end, previousEnd,
-                                     c->overhead};
+                                    c->overhead};
     previousEnd = c->end;
     steps.insert(c->step);
   }
@@ -95,7 +91,11 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     if (stage < 0 || stage >= n || kind > 3)
       continue;
     durations[stage][kind].push_back(t.end - t.start);
-    own[stage][kind].push_back(t.overhead);
+    // The rank's overhead per compute goes with each compute it ran.
+    own[stage][kind].push_back(
+        t.overhead + (t.rank >= 0 && t.rank < static_cast<int>(overhead.size())
+                          ? overhead[t.rank]
+                          : 0.0));
   }
   fit.forward.assign(n, 0.0);
   fit.backwardInput.assign(n, 0.0);
@@ -103,9 +103,6 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   fit.backward.assign(n, 0.0);
   fit.samples.assign(n, 0);
   for (int s = 0; s < n; ++s) {
-    const int r = placement[s];
-    const double extra =
-        r >= 0 && r < static_cast<int>(overhead.size()) ? overhead[r] : 0.0;
     for (const std::vector<double> &d : durations[s])
       fit.samples[s] += static_cast<int>(d.size());
     if (durations[s][0].empty() ||
@@ -116,7 +113,7 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     auto cost = [&](int kind) {
       return durations[s][kind].empty()
                  ? 0.0
-                 : median(durations[s][kind]) + extra + mean(own[s][kind]);
+                 : median(durations[s][kind]) + mean(own[s][kind]);
     };
     fit.forward[s] = cost(0);
     fit.backwardInput[s] = cost(1);
@@ -141,8 +138,6 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   for (int step : steps)
     for (int s = 0; s < n; ++s)
       for (int consumer : edges.consumers[s]) {
-        if (placement[s] == placement[consumer])
-          continue;
         for (int mb = 0; mb < problem.microbatches; ++mb) {
           // Forward: F(s) feeds F(consumer); backward: the consumer's I or
           // B feeds s's.
@@ -151,8 +146,8 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
                find(step, AK::Forward, consumer, mb)},
               {backwardOf(step, consumer, mb), backwardOf(step, s, mb)}};
           for (auto &[from, to] : pairs)
-            if (from && to && to->previousEnd < from->end &&
-                to->start >= from->end)
+            if (from && to && from->rank != to->rank &&
+                to->previousEnd < from->end && to->start >= from->end)
               gaps.push_back(to->start - from->end);
         }
       }
@@ -170,6 +165,12 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
     if (in <= 0.0 && weight <= 0.0 && fit.backward[s] > 0.0)
       std::tie(in, weight) = splitBackward(fit.backward[s], stage.backwardInput,
                                            stage.backwardWeight);
+    else if (fit.backward[s] <= 0.0 && stage.fusedBackward &&
+             stage.backwardInput + stage.backwardWeight > 0.0)
+      // Measured split only: a fused backward known beforehand keeps its
+      // ratio to I + W.
+      stage.fusedBackward = *stage.fusedBackward * (in + weight) /
+                            (stage.backwardInput + stage.backwardWeight);
     stage.forward = fit.forward[s];
     stage.backwardInput = in;
     stage.backwardWeight = weight;

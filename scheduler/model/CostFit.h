@@ -59,18 +59,19 @@ struct CostFit {
 };
 
 /// Fits the costs of \p problem's stages (its shape: stages, their inputs,
-/// microbatches), placed by \p placement, to \p computes; \p overhead is
+/// microbatches) to \p computes, which may come from runs of different
+/// plans and placements (give each its own step numbers); \p overhead is
 /// each rank's milliseconds per compute outside computes and waits.
 /// Fails naming the stage when one has no measured forward, or neither a
 /// fused backward nor both halves.
 llvm::Expected<CostFit> fitCosts(const Problem &problem,
-                                 const std::vector<int> &placement,
                                  const std::vector<MeasuredCompute> &computes,
                                  const std::vector<double> &overhead);
 
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
-/// W), its fused backward where one was measured, and the fitted latency.
+/// W), its fused backward where one was measured (else one \p problem
+/// already has, scaled as its I + W were), and the fitted latency.
 Problem withFittedCosts(Problem problem, const CostFit &fit);
 
 /// A fused backward \p backward split into (I, W) in the ratio of \p

@@ -137,8 +137,8 @@ TEST(CostFit, EveryKindsReplayedTimelineFitsBackToItsCosts) {
           for (const TimedAction &a : timeline.ranks[r])
             computes.push_back({r, step, a.action, step * 1000.0 + a.start,
                                 step * 1000.0 + a.end});
-      CostFit fit = llvm::cantFail(fitCosts(
-          problem, schedule.placement, computes, std::vector<double>(p, 0.0)));
+      CostFit fit = llvm::cantFail(
+          fitCosts(problem, computes, std::vector<double>(p, 0.0)));
       SCOPED_TRACE(scheduleKindName(kind).str() + " p=" + std::to_string(p));
       EXPECT_EQ(fit.steps, 2);
       EXPECT_NEAR(fit.latency, 0.125, 1e-9);
@@ -160,13 +160,12 @@ TEST(CostFit, AFusedBackwardSplitsInTheProblemsOwnRatio) {
       {0, 0, {ActionKind::Forward, 0, 0}, 0.0, 1.0},
       {0, 0, {ActionKind::Backward, 0, 0}, 9.0, 11.0},
       {1, 0, {ActionKind::Forward, 1, 0}, 2.0, 3.0}};
-  llvm::Expected<CostFit> missing =
-      fitCosts(problem, {0, 1}, computes, {0.0, 0.0});
+  llvm::Expected<CostFit> missing = fitCosts(problem, computes, {0.0, 0.0});
   ASSERT_FALSE(!!missing);
   EXPECT_EQ(errorMessage(missing.takeError()),
             "stage @head has no measured forward and backward");
   computes.push_back({1, 0, {ActionKind::Backward, 1, 0}, 4.0, 8.0});
-  CostFit fit = llvm::cantFail(fitCosts(problem, {0, 1}, computes, {0.5, 0.0}));
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.5, 0.0}));
   Problem fitted = withFittedCosts(problem, fit);
   EXPECT_NEAR(fitted.stages[0].forward, 1.5, 1e-9);
   EXPECT_NEAR(fitted.stages[0].backwardInput, 1.875, 1e-9); // 2.5 x 3/4
@@ -175,6 +174,28 @@ TEST(CostFit, AFusedBackwardSplitsInTheProblemsOwnRatio) {
   // F(0) ends at 1, F(1) starts at 2 on an idle rank; B(1) ends at 8 and
   // B(0) starts at 9 after rank 0's previous compute ended at 1.
   EXPECT_NEAR(fitted.latency, 1.0, 1e-9);
+}
+
+} // namespace
+
+namespace {
+
+TEST(CostFit, AFusedBackwardKnownBeforeKeepsItsRatioToTheMeasuredSplit) {
+  Problem problem = uniformProblem(2, 1, 2, {1.0, 1.0, 1.0}, 0.0);
+  problem.stages[0].fusedBackward = 1.5; // 3/4 of I + W
+  std::vector<MeasuredCompute> computes;
+  for (int s = 0; s < 2; ++s) {
+    const double t = 10.0 * s;
+    computes.push_back({s, 0, {ActionKind::Forward, s, 0}, t, t + 1.0});
+    computes.push_back({s, 0, {ActionKind::BackwardInput, s, 0}, t + 2, t + 5});
+    computes.push_back(
+        {s, 0, {ActionKind::BackwardWeight, s, 0}, t + 5, t + 6});
+  }
+  Problem fitted = withFittedCosts(
+      problem, llvm::cantFail(fitCosts(problem, computes, {0, 0})));
+  ASSERT_TRUE(fitted.stages[0].fusedBackward.has_value());
+  EXPECT_NEAR(*fitted.stages[0].fusedBackward, 3.0, 1e-9); // 3/4 of 3 + 1
+  EXPECT_FALSE(fitted.stages[1].fusedBackward.has_value());
 }
 
 } // namespace
