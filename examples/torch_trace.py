@@ -68,7 +68,7 @@ def main():
         print(trace.report(plan), end="")
         predicted = sc.from_csv(calibrated, plan.to_csv()).makespan
         print(f"{kind} on the calibrated costs: {predicted:.2f} ms; auto "
-              f"there: {again.kind} ({again.choice}) {again.makespan:.2f} ms")
+              f"there: {again.makespan:.2f} ms")
         if path:
             with open(path, "w") as f:
                 f.write(trace.chrome_trace(plan))
