@@ -309,6 +309,10 @@ NB_MODULE(_core, m) {
            "branching inputs)")
       .def_rw("microbatches", &Problem::microbatches)
       .def_rw("latency", &Problem::latency)
+      .def_rw("message_overhead", &Problem::messageOverhead,
+              "The runtime's own work per message a compute sends to "
+              "another rank, added to that compute (torch's runtime posts "
+              "its sends on the compute's path; calibrate measures it).")
       .def_rw("stages", &Problem::stages)
       .def_rw("capacity", &Problem::capacity)
       .def_rw("lengths", &Problem::lengths,
@@ -566,6 +570,7 @@ NB_MODULE(_core, m) {
         out["backward"] = fit.backward;
         out["samples"] = fit.samples;
         out["latency"] = fit.latency;
+        out["message_overhead"] = fit.messageOverhead;
         out["overhead"] = fit.overhead;
         out["steps"] = fit.steps;
         return out;

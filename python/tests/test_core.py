@@ -402,3 +402,18 @@ def test_a_fused_backward_cost_is_what_the_fused_kinds_pay():
     with pytest.raises(sc.ScheduleError, match="fused_backward"):
         sc.schedule(sc.Problem(ranks=2, microbatches=2, stages=[
             sc.Stage(fused_backward=-1.0), sc.Stage()]), kind="1f1b")
+
+
+def test_a_message_overhead_is_charged_to_each_compute_that_sends_across():
+    # 1f1b on 2 ranks: rank 0's forwards and rank 1's backwards each send
+    # one message to the other rank.
+    p = sc.Problem(ranks=2, microbatches=4,
+                   stages=[sc.Stage() for _ in range(2)])
+    plain = sc.schedule(p, kind="1f1b").busy
+    p.message_overhead = 0.5
+    charged = sc.schedule(p, kind="1f1b").busy
+    assert charged == [pytest.approx(b + 4 * 0.5) for b in plain]
+    assert "// message_overhead = 0.5" in p.to_mlir()
+    p.message_overhead = -1.0
+    with pytest.raises(sc.ScheduleError, match="message_overhead"):
+        sc.schedule(p, kind="1f1b")

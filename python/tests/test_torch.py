@@ -308,6 +308,7 @@ def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
         assert t["details"]["steps"] == 3
         assert len(t["overhead"]) == 2 and min(t["overhead"]) >= 0
         assert t["replanned"] > 0
+        assert t["details"]["message_overhead"] >= 0
 
 
 def test_auto_is_never_slower_than_torchs_own_orders_in_simulation():

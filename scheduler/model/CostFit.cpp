@@ -85,6 +85,55 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   CostFit fit;
   fit.overhead = overhead;
   fit.steps = static_cast<int>(steps.size());
+  // Messages each compute sent to another rank: to the consumers of a
+  // forward, and to the inputs of a backward (whose I or B takes them),
+  // where those ran on another rank.
+  const Problem::Edges edges = problem.edges();
+  auto ranOn = [&](int step, ActionKind kind, int stage, int mb) {
+    auto it = when.find({step, static_cast<int>(kind), stage, mb});
+    return it == when.end() ? -1 : it->second.rank;
+  };
+  auto messages = [&](int step, int kind, int stage, int mb, int rank) {
+    int count = 0;
+    if (kind == static_cast<int>(ActionKind::Forward)) {
+      for (int c : edges.consumers[stage]) {
+        int r = ranOn(step, ActionKind::Forward, c, mb);
+        count += r >= 0 && r != rank;
+      }
+    } else if (kind == static_cast<int>(ActionKind::BackwardInput) ||
+               kind == static_cast<int>(ActionKind::Backward)) {
+      for (int i : edges.inputs[stage]) {
+        int r = ranOn(step, ActionKind::BackwardInput, i, mb);
+        if (r < 0)
+          r = ranOn(step, ActionKind::Backward, i, mb);
+        count += r >= 0 && r != rank;
+      }
+    }
+    return count;
+  };
+  // own = base + messageOverhead x messages, from the two groups.
+  {
+    double sumWith = 0.0, sumWithout = 0.0, sentWith = 0.0;
+    int with = 0, without = 0;
+    for (const auto &[key, t] : when) {
+      auto [step, kind, stage, mb] = key;
+      if (stage < 0 || stage >= n || kind > 3 ||
+          kind == static_cast<int>(ActionKind::BackwardWeight))
+        continue;
+      int sent = messages(step, kind, stage, mb, t.rank);
+      if (sent > 0) {
+        sumWith += t.overhead;
+        sentWith += sent;
+        ++with;
+      } else {
+        sumWithout += t.overhead;
+        ++without;
+      }
+    }
+    if (with > 0 && without > 0)
+      fit.messageOverhead = std::max(
+          0.0, (sumWith / with - sumWithout / without) / (sentWith / with));
+  }
   std::vector<std::array<std::vector<double>, 4>> durations(n), own(n);
   for (const auto &[key, t] : when) {
     auto [step, kind, stage, mb] = key;
@@ -93,9 +142,11 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     durations[stage][kind].push_back(t.end - t.start);
     // The rank's overhead per compute goes with each compute it ran.
     own[stage][kind].push_back(
-        t.overhead + (t.rank >= 0 && t.rank < static_cast<int>(overhead.size())
-                          ? overhead[t.rank]
-                          : 0.0));
+        t.overhead -
+        fit.messageOverhead * messages(step, kind, stage, mb, t.rank) +
+        (t.rank >= 0 && t.rank < static_cast<int>(overhead.size())
+             ? overhead[t.rank]
+             : 0.0));
   }
   fit.forward.assign(n, 0.0);
   fit.backwardInput.assign(n, 0.0);
@@ -123,7 +174,6 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   // Link latency: a consumer on another rank that had nothing else to run
   // (its previous compute ended before the producer's) starts one transfer
   // after the producer ends.
-  const Problem::Edges edges = problem.edges();
   using AK = ActionKind;
   auto find = [&](int step, AK kind, int stage, int mb) -> const Timed * {
     auto it = when.find({step, static_cast<int>(kind), stage, mb});
@@ -179,5 +229,6 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
       stage.fusedBackward = fit.backward[s];
   }
   problem.latency = fit.latency;
+  problem.messageOverhead = fit.messageOverhead;
   return problem;
 }

@@ -51,6 +51,12 @@ struct CostFit {
   /// start of its consumer on another rank, over the consumers whose rank
   /// was idle waiting for it; 0 when none was.
   double latency = 0.0;
+  /// Milliseconds of a compute's own overhead per message it sends to
+  /// another rank: the mean own overhead of the computes that send such
+  /// messages, less that of those that send none, per message; 0 when
+  /// the computes carry no own overhead or one of the groups is empty.
+  /// The costs above hold the rest.
+  double messageOverhead = 0.0;
   /// Per rank: milliseconds per compute spent neither computing nor
   /// waiting (as given).
   std::vector<double> overhead;
@@ -71,7 +77,8 @@ llvm::Expected<CostFit> fitCosts(const Problem &problem,
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
 /// W), its fused backward where one was measured (else one \p problem
-/// already has, scaled as its I + W were), and the fitted latency.
+/// already has, scaled as its I + W were), the fitted latency and message
+/// overhead.
 Problem withFittedCosts(Problem problem, const CostFit &fit);
 
 /// A fused backward \p backward split into (I, W) in the ratio of \p

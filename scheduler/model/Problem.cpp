@@ -151,6 +151,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
   if (!isNonNegativeFinite(problem.latency))
     return fail(fmt::format("latency must be finite and non-negative, got {}",
                             problem.latency));
+  if (!isNonNegativeFinite(problem.messageOverhead))
+    return fail(fmt::format("message_overhead must be finite and "
+                            "non-negative, got {}",
+                            problem.messageOverhead));
   if (!problem.devices.empty() &&
       static_cast<int>(problem.devices.size()) != problem.ranks)
     return fail(fmt::format("devices(...) assigns {} ranks; the pipeline has "

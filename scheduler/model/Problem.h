@@ -98,6 +98,11 @@ struct Problem {
   int microbatches = 1;
   /// Latency of a transfer between two different ranks.
   double latency = 0.0;
+  /// The runtime's own work, in time units, per message a compute sends
+  /// to another rank (posting it; measured by stagecraft.torch.calibrate on
+  /// torch's runtime), added to that compute; 0 for runtimes that post
+  /// messages off the compute's path.
+  double messageOverhead = 0.0;
   /// Memory capacity of every rank (unset: unbounded): its stages' `params`
   /// plus its live activations must stay within it.
   std::optional<double> capacity;

@@ -174,3 +174,31 @@ bool RecomputeTable::operator==(const RecomputeTable &other) const {
   }
   return true;
 }
+
+int stagecraft::pipe::sched::crossRankMessages(
+    const Problem &problem, const std::vector<int> &placement,
+    const Action &a) {
+  const int n = problem.numStages();
+  auto elsewhere = [&](int from, const std::vector<int> &peers) {
+    int count = 0;
+    for (int peer : peers)
+      if (from >= 0 && from < n && peer >= 0 && peer < n &&
+          from < static_cast<int>(placement.size()) &&
+          peer < static_cast<int>(placement.size()) &&
+          placement[peer] != placement[from])
+        ++count;
+    return count;
+  };
+  switch (a.kind) {
+  case ActionKind::Forward:
+    return elsewhere(a.stage, problem.consumersOf(a.stage));
+  case ActionKind::BackwardInput:
+  case ActionKind::Backward:
+    return elsewhere(a.stage, problem.inputsOf(a.stage));
+  case ActionKind::ForwardBackward:
+    return elsewhere(a.stage, problem.consumersOf(a.stage)) +
+           elsewhere(a.backwardStage, problem.inputsOf(a.backwardStage));
+  default:
+    return 0;
+  }
+}

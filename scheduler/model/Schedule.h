@@ -75,6 +75,12 @@ std::string shortName(const Action &action);
 /// for an overlapped action.
 std::string torchName(const Action &action);
 
+/// Messages \p a sends to other ranks under \p placement: a forward's
+/// output to each consumer elsewhere, a backward's (I or B) gradient to
+/// each input elsewhere; both halves of an overlapped F&B.
+int crossRankMessages(const Problem &problem, const std::vector<int> &placement,
+                      const Action &a);
+
 /// What the forward of one (stage, microbatch) keeps for its backward.
 /// None: its whole activation. Full: only the stage's `recomputed` memory;
 /// the backward first re-runs the forward (cost F). Selective: the stage's

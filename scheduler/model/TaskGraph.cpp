@@ -288,6 +288,9 @@ stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
                 0.0,    a.backwardStage, a.backwardMicrobatch};
       ActionEffect effect = actionEffect(problem, schedule.recompute, a, r);
       task.cost = effect.cost;
+      if (problem.messageOverhead > 0.0)
+        task.cost += problem.messageOverhead *
+                     crossRankMessages(problem, schedule.placement, a);
       task.allocAtStart = effect.allocAtStart;
       task.freeAtEnd = effect.freeAtEnd;
       TaskId id = graph.addTask(task);

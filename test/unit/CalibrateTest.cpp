@@ -199,3 +199,39 @@ TEST(CostFit, AFusedBackwardKnownBeforeKeepsItsRatioToTheMeasuredSplit) {
 }
 
 } // namespace
+
+namespace {
+
+/// torch's runtime posts each send on the path of the compute that sends
+/// it: the fit separates that per-message work from the rest, and the
+/// simulator charges it to each compute that sends to another rank.
+TEST(CostFit, AMessageOverheadIsFittedAndChargedPerCrossRankMessage) {
+  Problem problem = uniformProblem(2, 4, 4, {1.0, 1.0, 1.0}, 0.1);
+  ScheduleOptions options;
+  options.kind = ScheduleKind::ZBV;
+  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
+  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
+  std::vector<MeasuredCompute> computes;
+  for (int r = 0; r < 2; ++r)
+    for (const TimedAction &a : timeline.ranks[r]) {
+      MeasuredCompute c{r, 0, a.action, a.start, a.end};
+      // 0.05 ms of own work after every compute, 0.25 more per message.
+      c.overhead = 0.05 + 0.25 * crossRankMessages(problem, schedule.placement,
+                                                   a.action);
+      computes.push_back(c);
+    }
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  EXPECT_NEAR(fit.messageOverhead, 0.25, 1e-9);
+  Problem fitted = withFittedCosts(problem, fit);
+  for (const Stage &s : fitted.stages) {
+    EXPECT_NEAR(s.forward, 1.05, 1e-9);
+    EXPECT_NEAR(s.backwardWeight, 1.05, 1e-9);
+  }
+  // zb-v on 2 ranks: stage 0 -> 1 and 2 -> 3 cross ranks, forward and
+  // back: each rank sends 2 messages per microbatch.
+  Timeline charged = llvm::cantFail(simulate(fitted, schedule));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NEAR(charged.busy[r], 4 * 2 * 3 * 1.05 + 4 * 2 * 0.25, 1e-9);
+}
+
+} // namespace
