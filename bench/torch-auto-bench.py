@@ -12,9 +12,14 @@ median step, beside each plan's simulated makespan and peak activation
 memory on the calibrated costs (memory is simulated: the CPU allocator
 gives no per-rank peak).
 
-    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MICROBATCHES,...]
+    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MICROBATCHES,...] [blocks|encoder]
+
+MODEL `encoder` puts torch's own nn.TransformerEncoderLayer in each stage
+instead of the tests' block (the embedding on the first stage and the
+norm and vocabulary head on the last, in both).
 """
 
+import os
 import statistics
 import sys
 
@@ -23,6 +28,9 @@ from torch_launch import launch
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 counts = [int(m) for m in sys.argv[2].split(",")] if len(sys.argv) > 2 \
     else [4, 8, 16]
+if len(sys.argv) > 3:  # blocks (the default) or encoder
+    os.environ["STAGECRAFT_TORCH_MODEL"] = sys.argv[3]
+print(f"model: {os.environ.get('STAGECRAFT_TORCH_MODEL', 'blocks')}\n")
 
 print("| m | schedule | measured step ms (range) | / fastest torch built-in "
       "| simulated ms, calibrated | simulated peak activation |")

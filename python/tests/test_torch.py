@@ -21,11 +21,11 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_worker.
 TIMEOUT_S = 240
 
 
-def launch(tmp_path, mode, kind, world, n_mb=8):
+def launch(tmp_path, mode, kind, world, n_mb=8, **env_vars):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", **env_vars)
     procs = [subprocess.Popen(
         [sys.executable, WORKER, mode, kind, str(r), str(world), str(port),
          str(tmp_path), str(n_mb)],
@@ -255,6 +255,21 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     few = sc.Problem(ranks=4, microbatches=2,
                      stages=[sc.Stage() for _ in range(4)])
     assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
+
+
+@pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])
+def test_torchs_own_encoder_layers_equal_the_unpipelined_model(tmp_path,
+                                                               kind):
+    # Stages of torch's nn.TransformerEncoderLayer (the benchmark's second
+    # model) train equal to the unpipelined model, as the tests' blocks do.
+    results = launch(tmp_path, "equal", kind, 2,
+                     STAGECRAFT_TORCH_MODEL="encoder")
+    for r, res in enumerate(results):
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+        if res["torch_err"] is not None:
+            assert res["torch_err"] <= 1e-5, (r, res)
+    assert sum(res["losses"] for res in results) == 8
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v"])

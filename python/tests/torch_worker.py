@@ -58,10 +58,16 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
+#: The block each stage holds: this file's `Block` ("blocks"), or torch's
+#: own nn.TransformerEncoderLayer ("encoder"), from STAGECRAFT_TORCH_MODEL.
+MODEL = os.environ.get("STAGECRAFT_TORCH_MODEL", "blocks")
+
+
 class StageModule(nn.Module):
     """Stage i of the model: the embedding on the first, a block on every
-    one, the final norm and the head on the last; seeded by its index, so
-    every rank builds the same weights."""
+    one, the final norm and the head on the last (so the end stages are
+    heavier); seeded by its index, so every rank builds the same
+    weights."""
 
     def __init__(self, index, num_stages):
         super().__init__()
@@ -70,7 +76,14 @@ class StageModule(nn.Module):
         self.last = index == num_stages - 1
         if self.first:
             self.embed = nn.Embedding(V, D)
-        self.block = Block()
+        if MODEL == "encoder":
+            self.block = nn.TransformerEncoderLayer(
+                D, HEADS, 4 * D, dropout=0.0, batch_first=True)
+        elif MODEL == "blocks":
+            self.block = Block()
+        else:
+            raise SystemExit(f"STAGECRAFT_TORCH_MODEL={MODEL}: expected "
+                             "blocks or encoder")
         if self.last:
             self.norm = nn.LayerNorm(D)
             self.head = nn.Linear(D, V)
@@ -319,20 +332,25 @@ def errors(rank, world, n_mb):
     return seen
 
 
+def profiled_problem(rank, world, n_mb, **kwargs):
+    """The 2 x world stages' costs, profiled on a contiguous placement (two
+    stages per rank) and gathered from every rank."""
+    _, probe = build([2 * rank, 2 * rank + 1], 2 * world)
+    tokens, _ = data(n_mb)
+    hidden = torch.randn(B, T, D)
+    return sct.profile(probe,
+                       lambda i: (tokens[:B],) if i == 0 else (hidden,),
+                       n_microbatches=n_mb, **kwargs)
+
+
 def profile_auto(rank, world, n_mb):
     num_stages = 2 * world
     # Profile the stages of a contiguous placement, plan auto from the
     # measured costs (rank 0 plans, every rank gets the same plan), build
     # the stages auto placed here, train one step.
-    probe = [2 * rank, 2 * rank + 1]
-    _, probe_stages = build(probe, num_stages)
-    tokens, _ = data(n_mb)
-    hidden = torch.randn(B, T, D)
     spread = {}
-    problem = sct.profile(probe_stages,
-                          lambda i: (tokens[:B],) if i == 0 else (hidden,),
-                          n_microbatches=n_mb, warmup=1, repeats=3,
-                          spread=spread)
+    problem = profiled_problem(rank, world, n_mb, warmup=1, repeats=3,
+                               spread=spread)
     plan = sct.plan(problem, kind="auto", time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
@@ -435,15 +453,11 @@ def auto_against_torch(rank, world, n_mb, steps=20):
     """2 x world stages: auto planned by the whole loop (profile, plan,
     trace 3 steps of that plan and of each of torch's built-in schedules
     with two stages per rank, calibrate from all the traces, plan again)
-    against those built-ins, all their steps alternating; medians in seconds, and each plan's simulated makespan
-    and peak memory on the calibrated costs."""
+    against those built-ins, all their steps alternating; medians in
+    seconds, and each plan's simulated makespan and peak memory on the
+    calibrated costs."""
     num_stages = 2 * world
-    _, probe = build([2 * rank, 2 * rank + 1], num_stages)
-    tokens, _ = data(n_mb)
-    hidden = torch.randn(B, T, D)
-    problem = sct.profile(probe,
-                          lambda i: (tokens[:B],) if i == 0 else (hidden,),
-                          n_microbatches=n_mb)
+    problem = profiled_problem(rank, world, n_mb)
     plan = sct.plan(problem, kind="auto", time_limit=2.0)
     _, stages = build(sct.stage_indices(plan, rank), num_stages)
     runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
@@ -491,12 +505,7 @@ def bench(kind, rank, world, n_mb, steps=20):
     plans auto from this machine's measured costs."""
     if kind == "auto-profiled":
         num_stages = 2 * world
-        _, probe = build([2 * rank, 2 * rank + 1], num_stages)
-        tokens, _ = data(n_mb)
-        hidden = torch.randn(B, T, D)
-        problem = sct.profile(probe,
-                              lambda i: (tokens[:B],) if i == 0 else (hidden,),
-                              n_microbatches=n_mb)
+        problem = profiled_problem(rank, world, n_mb)
         plan = sct.plan(problem, kind="auto", time_limit=2.0)
     else:
         num_stages = stages_for(kind, world)
