@@ -183,7 +183,7 @@ class Trace:
         """Stage -> the rank that ran it."""
         where = {}
         for rank, _, action, _, _ in self.computes:
-            where[_stage_of(action)] = rank
+            where[_parse(action)[0]] = rank
         return [where[s] for s in sorted(where)]
 
     def _per_rank(self):
@@ -266,13 +266,13 @@ class Trace:
             count = defaultdict(int)
             for computes in per_rank[rank]["computes"].values():
                 for action, start, end in computes:
-                    kind = _kind_of(action)
+                    kind = _parse(action)[1]
                     measured[kind] += end - start
                     count[kind] += 1
             simulated = defaultdict(float)
             if plan is not None:
                 for action, start, end in plan.timeline(rank):
-                    simulated[_kind_of(action)] += end - start
+                    simulated[_parse(action)[1]] += end - start
             for kind in _KINDS:
                 if count[kind] or simulated[kind]:
                     sim = (f"{simulated[kind]:>12.3f}" if plan is not None
@@ -319,18 +319,13 @@ class Trace:
         return plan.to_chrome_trace(measured)
 
 
-def _stage_of(action: str) -> int:
+def _parse(action: str) -> tuple[int, str]:
+    """A compute in torch's spelling ("0F3"): its stage and kind letter;
+    an overlapped F&B ("(0F3;3B1)OVERLAP_F_B") gives stage -1 and "("."""
     k = 0
     while action[k].isdigit():
         k += 1
-    return int(action[:k])
-
-
-def _kind_of(action: str) -> str:
-    k = 0
-    while action[k].isdigit():
-        k += 1
-    return action[k]
+    return (int(action[:k]) if k else -1), action[k]
 
 
 def calibrate(trace, problem: Problem, details: dict | None = None,

@@ -58,17 +58,22 @@ def test_stagecrafts_lowering_of_every_kind_equals_the_unpipelined_model(
         assert res["loss_err"] <= 1e-5, (r, res)
 
 
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("kind", sct.KINDS)
-def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world):
-    results = launch(tmp_path, "equal", kind, world)
+def assert_equal_to_unpipelined(results, n_mb=8):
+    """Every rank's gradients and losses equal the unpipelined model's and
+    torch's own schedule's within 1e-5; one loss per microbatch."""
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
         if res["torch_err"] is not None:
             assert res["torch_err"] <= 1e-5, (r, res)
     # The last stage's rank reports one loss per microbatch.
-    assert sum(res["losses"] for res in results) == 8
+    assert sum(res["losses"] for res in results) == n_mb
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("kind", sct.KINDS)
+def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world):
+    assert_equal_to_unpipelined(launch(tmp_path, "equal", kind, world))
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-h1", "zb-v"])
@@ -168,16 +173,9 @@ def test_check_reads_torchs_own_schedules():
         sct._uniform_problem(2, 2, 4), kind="gpipe").makespan
 
 
-class FakeStage:
-    """What torch's schedule constructors read of a stage, without a
-    process group."""
-
-    def __init__(self, index, num_stages, rank, size):
-        self.stage_index, self.num_stages = index, num_stages
-        self.group_rank, self.group_size = rank, size
-        self.is_first, self.is_last = index == 0, index == num_stages - 1
-        self.stage_index_to_group_rank = {}
-        self.submod = torch.nn.Linear(1, 1)
+#: What torch's schedule constructors read of a stage, without a process
+#: group: the stub `torch_orders` builds torch's orders with.
+FakeStage = sct._OrderStage
 
 
 @pytest.mark.parametrize("kind", sct.KINDS)
@@ -262,14 +260,8 @@ def test_torchs_own_encoder_layers_equal_the_unpipelined_model(tmp_path,
                                                                kind):
     # Stages of torch's nn.TransformerEncoderLayer (the benchmark's second
     # model) train equal to the unpipelined model, as the tests' blocks do.
-    results = launch(tmp_path, "equal", kind, 2,
-                     STAGECRAFT_TORCH_MODEL="encoder")
-    for r, res in enumerate(results):
-        assert res["grad_err"] <= 1e-5, (r, res)
-        assert res["loss_err"] <= 1e-5, (r, res)
-        if res["torch_err"] is not None:
-            assert res["torch_err"] <= 1e-5, (r, res)
-    assert sum(res["losses"] for res in results) == 8
+    assert_equal_to_unpipelined(launch(tmp_path, "equal", kind, 2,
+                                       STAGECRAFT_TORCH_MODEL="encoder"))
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v"])
