@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
 """Is auto, planned from calibrated costs, at least as fast as the fastest
-of torch's built-in schedules when measured? 2 gloo processes (one per
-core, one thread each), the small transformer of
-python/tests/torch_worker.py in 4 one-block stages, MICROBATCHES per step.
-auto goes through the whole loop (profile, plan, trace 3 steps,
-calibrate, plan again; it may return one of torch's own orders), then its
-steps alternate with those of torch's Interleaved1F1B,
-InterleavedZeroBubble, ZBVZeroBubble and DualPipeV on the same model, 20
-each after a warm-up. RUNS launches; medians (range) of each launch's
-median step, beside each plan's simulated makespan and peak activation
-memory on the calibrated costs (memory is simulated: the CPU allocator
-gives no per-rank peak).
+of torch's built-in schedules, measured, and at what memory? And is every
+Stagecraft kind as fast as its torch namesake?
 
-    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MICROBATCHES,...] [blocks|encoder]
+2 gloo processes (one per core, one thread each), on every configuration
+of MODELS x SHAPES x MICROBATCHES:
+- MODELS: `blocks` (the tests' transformer block per stage), `encoder`
+  (torch's own nn.TransformerEncoderLayer per stage), `uneven` (two of
+  the tests' blocks on stages of even index, one on the others); every
+  model has the embedding on its first stage and the final norm and
+  vocabulary head on its last;
+- SHAPES: `v` (4 stages in the V: ZBVZeroBubble, DualPipeV), `loop` (4
+  stages in a loop: Interleaved1F1B, InterleavedZeroBubble), `two` (2
+  stages: GPipe, 1F1B);
+- MICROBATCHES: m per step.
 
-MODEL `encoder` puts torch's own nn.TransformerEncoderLayer in each stage
-instead of the tests' block (the embedding on the first stage and the
-norm and vocabulary head on the last, in both).
+One launch runs python/tests/torch_worker.py's `grid` mode: costs
+profiled, auto planned on the shape's placement, traced beside the
+built-ins, calibrated from all the traces and planned again; every
+Stagecraft kind that plans on the placement (an order that repeats
+another's is left out), auto and the built-ins then alternate step by
+step, 20 steps each after a warm-up, and one more step of each measures
+its peak activation memory per rank (`stagecraft.torch.activation_memory`:
+the bytes autograd saves for backward). RUNS launches per configuration;
+a schedule's figure is the median over launches of each launch's median
+step, with the range of those medians.
+
+    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MODELS] [SHAPES] [MICROBATCHES]
+
+e.g. `... 3 blocks,encoder,uneven v,loop,two 4,8,16` (the defaults).
+Prints one table per model and a summary of the goals.
 """
 
 import os
@@ -26,31 +39,77 @@ import sys
 from torch_launch import launch
 
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-counts = [int(m) for m in sys.argv[2].split(",")] if len(sys.argv) > 2 \
+models = sys.argv[2].split(",") if len(sys.argv) > 2 else \
+    ["blocks", "encoder", "uneven"]
+shapes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["v", "loop", "two"]
+counts = [int(m) for m in sys.argv[4].split(",")] if len(sys.argv) > 4 \
     else [4, 8, 16]
-if len(sys.argv) > 3:  # blocks (the default) or encoder
-    os.environ["STAGECRAFT_TORCH_MODEL"] = sys.argv[3]
-print(f"model: {os.environ.get('STAGECRAFT_TORCH_MODEL', 'blocks')}\n")
 
-print("| m | schedule | measured step ms (range) | / fastest torch built-in "
-      "| simulated ms, calibrated | simulated peak activation |")
-print("|---|---|---|---|---|---|")
-for n_mb in counts:
-    results = [launch("auto-vs-torch", "auto", 2, n_mb) for _ in range(runs)]
-    names = list(results[0]["median"])
-    med = {who: [1e3 * r["median"][who] for r in results] for who in names}
-    fastest = min((statistics.median(v) for who, v in med.items()
-                   if who != "auto"))
-    for who in names:
-        values = med[who]
-        sim = results[0]["simulated"].get(who)
-        label = (f"auto ({', '.join(sorted({r['choice'] for r in results}))})"
-                 if who == "auto" else f"torch {who}")
-        print(f"| {n_mb} | {label} | {statistics.median(values):.2f} "
-              f"({min(values):.2f}..{max(values):.2f}) | "
-              f"{statistics.median(values) / fastest:.3f} | "
-              f"{sim[0]:.2f} | {sim[1]:.3g} |" if sim else
-              f"| {n_mb} | {label} | {statistics.median(values):.2f} "
-              f"({min(values):.2f}..{max(values):.2f}) | "
-              f"{statistics.median(values) / fastest:.3f} | - | - |",
-              flush=True)
+#: Stagecraft's kind and torch's class of the same name.
+NAMESAKES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
+             "interleaved-1f1b": "ScheduleInterleaved1F1B",
+             "zb-v": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
+
+
+def kib(peaks):
+    return "/".join(f"{p / 1024:.0f}" for p in peaks)
+
+
+summary = []
+for model in models:
+    os.environ["STAGECRAFT_TORCH_MODEL"] = model
+    print(f"\nmodel: {model}\n")
+    print("| shape | m | schedule | measured step ms (range) | / fastest "
+          "built-in | simulated ms | measured peak KiB per rank | "
+          "simulated peak KiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in shapes:
+        for n_mb in counts:
+            results = [launch("grid", shape, 2, n_mb) for _ in range(runs)]
+            names = [who for who in results[0]["median"]
+                     if all(who in r["median"] for r in results)]
+            med = {who: [1e3 * r["median"][who] for r in results]
+                   for who in names}
+            step = {who: statistics.median(v) for who, v in med.items()}
+            builtins = [who for who in names if who.startswith("Schedule")]
+            fastest = min(builtins, key=step.get)
+            # The most any rank held, median over launches.
+            peak = {who: [statistics.median(r["peaks"][who][k]
+                                            for r in results)
+                          for k in range(2)] for who in names}
+            for who in names:
+                sim = results[0]["simulated"].get(who)
+                label = who if who.startswith("Schedule") else \
+                    f"Stagecraft {who}"
+                if who == "auto":
+                    label += (" (" + ", ".join(sorted(
+                        {r["choice"] or "its own" for r in results})) + ")")
+                print(f"| {shape} | {n_mb} | {label} | {step[who]:.2f} "
+                      f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
+                      f"{step[who] / step[fastest]:.3f} | "
+                      + (f"{sim[0]:.2f} | {kib(peak[who])} | "
+                         f"{sim[1] * 1024:.0f} |" if sim else
+                         f"- | {kib(peak[who])} | - |"), flush=True)
+            namesakes = {k: step[k] / step[t] for k, t in NAMESAKES.items()
+                         if k in step and t in step}
+            summary.append((model, shape, n_mb, fastest, step[fastest],
+                            step["auto"], max(peak["auto"]),
+                            max(peak[fastest]), namesakes))
+
+print("\nsummary: auto against the fastest built-in of its configuration "
+      "(peaks: the most any rank held), and each Stagecraft kind against "
+      "its torch namesake\n")
+print("| model | shape | m | fastest built-in | auto / fastest | auto peak / "
+      "its peak | Stagecraft kind / torch namesake |")
+print("|---|---|---|---|---|---|---|")
+for model, shape, n_mb, fastest, t_fast, t_auto, p_auto, p_fast, names in \
+        summary:
+    print(f"| {model} | {shape} | {n_mb} | {fastest} | {t_auto / t_fast:.3f} "
+          f"| {p_auto / p_fast:.3f} | "
+          + ", ".join(f"{k} {v:.3f}" for k, v in names.items()) + " |")
+wins = sum(t_auto <= 0.97 * t_fast for _, _, _, _, t_fast, t_auto, _, _, _
+           in summary)
+ties = sum(t_auto <= t_fast for _, _, _, _, t_fast, t_auto, _, _, _
+           in summary)
+print(f"\nauto at or below the fastest built-in on {ties} of {len(summary)} "
+      f"configurations, at least 3 % faster on {wins}")

@@ -26,6 +26,8 @@ rank (any of torch's schedules, Stagecraft's or torch's own), for a report
 against the simulated plan and a Chrome trace beside it; `calibrate` fits
 the problem's costs to a trace, so that planning again (`plan`) predicts
 the measured step. The loop: profile, plan, trace, calibrate, plan again.
+`activation_memory` measures each rank's peak of the bytes autograd saves
+for backward during real steps (what the plan's peak memory models).
 """
 
 from __future__ import annotations
@@ -41,14 +43,18 @@ from torch.distributed.pipelining import schedules as _ts
 
 from . import Problem, Schedule, ScheduleError, Stage, from_csv
 from . import schedule as _schedule
+from ._torch_memory import ActivationMemory, SavedBytes
 from ._torch_trace import Trace, calibrate
 
 #: `with stagecraft.torch.trace(runner) as t: runner.step(...)`.
 trace = Trace
+#: `with stagecraft.torch.activation_memory(runner) as m: runner.step(...)`.
+activation_memory = ActivationMemory
 
 __all__ = ["plan", "stage_indices", "schedule", "profile", "check",
            "torch_orders", "trace",
-           "Trace", "calibrate", "KINDS"]
+           "Trace", "calibrate", "activation_memory", "ActivationMemory",
+           "KINDS"]
 
 #: The kinds that run on torch's runtime (helix does not: see above).
 KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
@@ -453,17 +459,26 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
         return tuple(a.detach().requires_grad_(a.is_floating_point())
                      for a in args)
 
-    saved = []
-
-    def pack(t):
-        saved.append(t.numel() * t.element_size())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = module(*inputs())
-    activation = float(sum(saved) + out.numel() * out.element_size())
+    # Memory, counted as activation_memory counts it in real steps: what
+    # the forward saves for backward (once per storage, weights left out)
+    # plus its output, and what torch's split backward still holds after
+    # its I for the W (the graph it retains; all of it on a first stage).
+    counted = SavedBytes(params)
+    xs = inputs()
+    wanted = [a for a in xs if a.requires_grad]
+    with counted:
+        out = module(*xs)
+    activation = float(counted.live + out.numel() * out.element_size())
     grad_out = torch.ones_like(out)
-    del out
+    held_for_w = float(counted.live)
+    if wanted:
+        _, groups = stage_backward_input([out], [grad_out], wanted,
+                                         iter(params))
+        held_for_w = float(counted.live)
+        stage_backward_weight(iter(params), groups)
+    del out, xs, wanted
+    for p, g in zip(params, kept):
+        p.grad = g
     samples: dict[str, list[float]] = {"F": [], "I": [], "W": [], "B": []}
 
     def once(record: bool) -> None:
@@ -516,12 +531,11 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
             raise ScheduleError(
                 f"stage {index}: its {key} measured {median} ms after "
                 f"{len(samples[key])} runs; a cost must be above zero")
-    weight_bytes = float(sum(p.numel() * p.element_size() for p in params))
     stage = Stage(forward=figures["F"][0], backward_input=figures["I"][0],
                   backward_weight=figures["W"][0],
                   fused_backward=figures["B"][0],
                   activation=activation / 2**20,
-                  weight_grad=min(activation, weight_bytes) / 2**20)
+                  weight_grad=held_for_w / 2**20)
     return stage, figures
 
 
@@ -536,8 +550,9 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     backward for the input and, on the graph that keeps, of its backward
     for the weights, in milliseconds on the current device, and the
     activation memory its forward keeps for the backward (saved tensors and
-    output, in MiB; `weight_grad`: the part the weight gradient still
-    needs, at most the activation), and its fused backward B
+    output, in MiB, counted as `activation_memory` counts real steps;
+    `weight_grad`: what torch's split backward still holds after the I for
+    the W, measured), and its fused backward B
     (`fused_backward`: the kinds that fuse the backward pay it, the split
     kinds I + W, so `auto` weighs the split against what it costs here).
     No figure is zero: a stage whose figure

@@ -14,8 +14,11 @@ profile -> auto -> one step, checked against the unpipelined model. MODE
 and every kind, each checked against the unpipelined model. MODE `trace`:
 steps of KIND traced, Stagecraft's and torch's own, and calibrated. MODE
 `calibration`: KIND's simulated step from profiled and from calibrated
-costs against its measured step. MODE `auto-vs-torch`: auto from the
-whole loop against torch's built-ins, measured. MODE
+costs against its measured step. MODE `grid` (KIND: v, loop or two):
+one configuration of bench/torch-auto-bench.py, auto from the whole loop
+against torch's built-ins and every Stagecraft kind, measured. MODE
+`memory` (KIND: kinds, comma-separated): each plan's simulated peak
+activation against the one measured in a real step. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
 Each rank writes OUT_DIR/rank<R>.json.
 """
@@ -58,8 +61,10 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-#: The block each stage holds: this file's `Block` ("blocks"), or torch's
-#: own nn.TransformerEncoderLayer ("encoder"), from STAGECRAFT_TORCH_MODEL.
+#: The blocks each stage holds, from STAGECRAFT_TORCH_MODEL: one of this
+#: file's `Block` ("blocks"), one of torch's own nn.TransformerEncoderLayer
+#: ("encoder"), or uneven stages of this file's blocks ("uneven": two on
+#: every stage of even index, one on the others).
 MODEL = os.environ.get("STAGECRAFT_TORCH_MODEL", "blocks")
 
 
@@ -81,9 +86,12 @@ class StageModule(nn.Module):
                 D, HEADS, 4 * D, dropout=0.0, batch_first=True)
         elif MODEL == "blocks":
             self.block = Block()
+        elif MODEL == "uneven":
+            self.block = nn.Sequential(
+                *[Block() for _ in range(2 if index % 2 == 0 else 1)])
         else:
             raise SystemExit(f"STAGECRAFT_TORCH_MODEL={MODEL}: expected "
-                             "blocks or encoder")
+                             "blocks, encoder or uneven")
         if self.last:
             self.norm = nn.LayerNorm(D)
             self.head = nn.Linear(D, V)
@@ -332,10 +340,12 @@ def errors(rank, world, n_mb):
     return seen
 
 
-def profiled_problem(rank, world, n_mb, **kwargs):
-    """The 2 x world stages' costs, profiled on a contiguous placement (two
-    stages per rank) and gathered from every rank."""
-    _, probe = build([2 * rank, 2 * rank + 1], 2 * world)
+def profiled_problem(rank, world, n_mb, num_stages=None, **kwargs):
+    """The costs of num_stages (default 2 x world) stages, profiled on a
+    contiguous placement and gathered from every rank."""
+    per_rank = (num_stages or 2 * world) // world
+    _, probe = build(range(per_rank * rank, per_rank * (rank + 1)),
+                     per_rank * world)
     tokens, _ = data(n_mb)
     hidden = torch.randn(B, T, D)
     return sct.profile(probe,
@@ -449,54 +459,117 @@ def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
             "report": t.report(sc.from_csv(calibrated, csv))}
 
 
-def auto_against_torch(rank, world, n_mb, steps=20):
-    """2 x world stages: auto planned by the whole loop (profile, plan,
-    trace 3 steps of that plan and of each of torch's built-in schedules
-    with two stages per rank, calibrate from all the traces, plan again)
-    against those built-ins, all their steps alternating; medians in
-    seconds, and each plan's simulated makespan and peak memory on the
-    calibrated costs."""
-    num_stages = 2 * world
-    problem = profiled_problem(rank, world, n_mb)
-    plan = sct.plan(problem, kind="auto", time_limit=2.0)
-    _, stages = build(sct.stage_indices(plan, rank), num_stages)
-    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
-    first, last = ends_of(runner)
-    run_step(runner, n_mb, first, last)
-    with sct.trace(runner) as t:
-        for _ in range(3):
+def memory(kinds, rank, world, n_mb):
+    """Each kind's plan on profiled costs (two stages per rank for the V
+    kinds, one for the others): its simulated peak activation per rank in
+    bytes, and the peak that activation_memory measures over one step
+    (after a warm-up step)."""
+    out = {}
+    for kind in kinds.split(","):
+        num_stages = stages_for(kind, world)
+        problem = profiled_problem(rank, world, n_mb, num_stages)
+        plan = sct.plan(problem, kind=kind)
+        mine = sct.stage_indices(plan, rank)
+        _, stages = build(mine, num_stages)
+        runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+        first, last = 0 in mine, num_stages - 1 in mine
+        run_step(runner, n_mb, first, last)
+        with sct.activation_memory(runner) as m:
             run_step(runner, n_mb, first, last)
-    # torch's built-ins, each traced too: together they measure every kind
-    # of compute (split and fused backwards, F&B) in the runtime.
-    runners, traces = {}, [t]
-    for cls in (ts.ScheduleInterleaved1F1B, ts.ScheduleInterleavedZeroBubble,
-                ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV):
-        v = cls in (ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV)
-        _, stages = build([rank, num_stages - 1 - rank] if v
-                          else [rank, rank + world], num_stages)
-        runners[cls.__name__] = cls(stages, n_mb, loss_fn=loss_fn)
-        theirs = runners[cls.__name__]
-        run_step(theirs, n_mb, *ends_of(theirs))
-        with sct.trace(theirs) as traced:
+        out[kind] = {"measured": m.peaks, "live": m.live,
+                     "simulated": [x * 2**20 for x in plan.peak_memory]}
+    return out
+
+
+#: The benchmark's configurations on `world` ranks: the stages' count, the
+#: rank of stage s, and torch's built-in schedules with that placement.
+SHAPES = {
+    "v": (lambda w: 2 * w, lambda s, w: s if s < w else 2 * w - 1 - s,
+          ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")),
+    "loop": (lambda w: 2 * w, lambda s, w: s % w,
+             ("ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble")),
+    "two": (lambda w: w, lambda s, w: s,
+            ("ScheduleGPipe", "Schedule1F1B")),
+}
+
+
+def builtin(name, rank, world, num_stages, n_mb):
+    """torch's built-in schedule class `name` on freshly built stages in
+    its own placement."""
+    cls = getattr(ts, name)
+    if name in ("ScheduleGPipe", "Schedule1F1B"):
+        _, stages = build([rank], num_stages)
+        return cls(stages[0], n_mb, loss_fn=loss_fn)
+    v = name in ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+    _, stages = build([rank, num_stages - 1 - rank] if v
+                      else [rank, rank + world], num_stages)
+    return cls(stages, n_mb, loss_fn=loss_fn)
+
+
+def grid(shape, rank, world, n_mb, steps=20):
+    """One configuration of the benchmark: the stages in SHAPE's placement
+    (pinned), costs profiled; auto planned, traced 3 steps beside each of
+    torch's built-ins of that placement, calibrated from all the traces and
+    planned again; then every Stagecraft kind that plans on the placement
+    (on the calibrated costs; one whose order repeats another's is left
+    out), auto and the built-ins alternate step by step, `steps` each after
+    a warm-up. Medians in seconds; per schedule its simulated makespan and
+    peak activation (calibrated costs) and its measured peak activation
+    bytes per rank (one more step under activation_memory)."""
+    count, rank_of, names = SHAPES[shape]
+    num_stages = count(world)
+    profiled = profiled_problem(rank, world, n_mb, num_stages)
+    pinned = sc.Problem(
+        ranks=world, microbatches=n_mb, stages=[
+            sc.Stage(rank=rank_of(s, world), forward=st.forward,
+                     backward_input=st.backward_input,
+                     backward_weight=st.backward_weight,
+                     fused_backward=st.fused_backward,
+                     activation=st.activation)
+            for s, st in enumerate(profiled.stages)])
+    first = sct.plan(pinned, kind="auto", time_limit=2.0)
+    _, stages = build(sct.stage_indices(first, rank), num_stages)
+    runners = {"auto (first plan)": sct.schedule(stages, n_mb, loss_fn,
+                                                 plan=first)}
+    runners |= {name: builtin(name, rank, world, num_stages, n_mb)
+                for name in names}
+    traces = []
+    for runner in runners.values():
+        run_step(runner, n_mb, *ends_of(runner))
+        with sct.trace(runner) as t:
             for _ in range(3):
-                run_step(theirs, n_mb, *ends_of(theirs))
-        traces.append(traced)
-    calibrated = sct.calibrate(traces, problem)
-    again = sct.plan(calibrated, kind="auto", time_limit=2.0)
-    _, stages = build(sct.stage_indices(again, rank), num_stages)
-    runners = {"auto": sct.schedule(stages, n_mb, loss_fn, plan=again),
-               **runners}
-    simulated = {"auto": (again.makespan, max(again.peak_memory))}
+                run_step(runner, n_mb, *ends_of(runner))
+        traces.append(t)
+    calibrated = sct.calibrate(traces, pinned)
+    plans = {"auto": sct.plan(calibrated, kind="auto", time_limit=2.0)}
+    for kind in sct.KINDS[:-1]:
+        try:
+            plans[kind] = sct.plan(calibrated, kind=kind, time_limit=2.0)
+        except sc.ScheduleError:
+            continue
     orders = sct.torch_orders(calibrated)
-    for cls in (ts.ScheduleInterleaved1F1B, ts.ScheduleInterleavedZeroBubble,
-                ts.ScheduleZBVZeroBubble, ts.ScheduleDualPipeV):
-        if cls.__name__ in orders:
-            order = orders[cls.__name__]
-            simulated[cls.__name__] = (order.makespan, max(order.peak_memory))
+    simulated = {who: (p.makespan, max(p.peak_memory))
+                 for who, p in (plans | orders).items()}
+    seen, runners = {}, {name: runners[name] for name in names}
+    same = {}
+    for who, p in plans.items():
+        csv = p.to_csv()
+        if who != "auto" and csv in seen:
+            same[who] = seen[csv]
+            continue
+        seen.setdefault(csv, who)
+        _, stages = build(sct.stage_indices(p, rank), num_stages)
+        runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
     times = alternate(runners, steps, n_mb)
+    peaks = {}
+    for who, runner in runners.items():
+        with sct.activation_memory(runner) as m:
+            run_step(runner, n_mb, *ends_of(runner))
+        peaks[who] = m.peaks
     return {"median": {who: statistics.median(v) for who, v in times.items()},
-            "simulated": simulated, "first_choice": plan.choice,
-            "choice": again.choice}
+            "simulated": simulated, "peaks": peaks, "same": same,
+            "first_choice": first.choice, "choice": plans["auto"].choice,
+            "activation": [s.activation for s in calibrated.stages]}
 
 
 def bench(kind, rank, world, n_mb, steps=20):
@@ -554,8 +627,10 @@ def main():
             result = traced(kind, rank, world, n_mb)
         elif mode == "calibration":
             result = calibration(kind, rank, world, n_mb)
-        elif mode == "auto-vs-torch":
-            result = auto_against_torch(rank, world, n_mb)
+        elif mode == "memory":
+            result = memory(kind, rank, world, n_mb)
+        elif mode == "grid":
+            result = grid(kind, rank, world, n_mb)
         elif mode == "bench":
             result = bench(kind, rank, world, n_mb)
         else:
