@@ -1,7 +1,7 @@
 """A torch model trained with a Stagecraft schedule on torch's own pipeline
 runtime. Launch one process per rank (gloo on the CPU here, NCCL on GPUs):
 
-    build-python/venv/bin/torchrun --nproc-per-node 2 examples/torch_pipeline.py [KIND]
+    build-python/venv/bin/torchrun --standalone --nproc-per-node 2 examples/torch_pipeline.py [KIND]
 
 Each rank builds the stages the plan places on it, then trains a few steps;
 the rank holding the last stage prints the loss.

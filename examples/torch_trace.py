@@ -1,7 +1,7 @@
 """The loop that makes the simulator predict torch's runtime: profile,
 plan, trace real steps, calibrate, plan again. Launch one process per rank:
 
-    build-python/venv/bin/torchrun --nproc-per-node 2 examples/torch_trace.py [KIND] [TRACE.json]
+    build-python/venv/bin/torchrun --standalone --nproc-per-node 2 examples/torch_trace.py [KIND] [TRACE.json]
 
 Rank 0 prints the trace's report (per rank and action kind, measured
 against simulated) and the plan from the calibrated costs, and writes the

@@ -215,7 +215,16 @@ def main(argv):
                     print(f"{'ok  ' if rc == 0 else 'FAIL'} {where} "
                           f"({time.time() - t0:.1f} s): {cmd}", flush=True)
                     if rc != 0:
-                        tail = "\n".join((out + err).splitlines()[-15:])
+                        lines = (out + err).splitlines()
+                        tail = "\n".join(lines[-15:])
+                        # A launcher (torchrun) ends with its own summary:
+                        # show the first traceback too.
+                        starts = [i for i, line in enumerate(lines)
+                                  if line.startswith("Traceback")]
+                        if starts and starts[0] < len(lines) - 15:
+                            tail = "\n".join(
+                                lines[starts[0]:starts[0] + 25]) + \
+                                "\n...\n" + tail
                         failures.append(f"{where}: exit {rc}: {cmd}\n{tail}")
                     last_stdout = out
             elif b.lang == "output":

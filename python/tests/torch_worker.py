@@ -510,7 +510,8 @@ def grid(shape, rank, world, n_mb, steps=20):
     """One configuration of the benchmark: the stages in SHAPE's placement
     (pinned), costs profiled; auto planned, traced 3 steps beside each of
     torch's built-ins of that placement, calibrated from all the traces and
-    planned again; then every Stagecraft kind that plans on the placement
+    planned again, within the simulated peak memory of the built-in that
+    simulates fastest; then every Stagecraft kind that plans on the placement
     (on the calibrated costs; one whose order repeats another's is left
     out), auto and the built-ins alternate step by step, `steps` each after
     a warm-up. Medians in seconds; per schedule its simulated makespan and
@@ -541,13 +542,16 @@ def grid(shape, rank, world, n_mb, steps=20):
                 run_step(runner, n_mb, *ends_of(runner))
         traces.append(t)
     calibrated = sct.calibrate(traces, pinned)
-    plans = {"auto": sct.plan(calibrated, kind="auto", time_limit=2.0)}
+    # auto within the memory of the built-in that simulates fastest.
+    orders = sct.torch_orders(calibrated)
+    rival = min(orders.values(), key=lambda o: o.makespan)
+    plans = {"auto": sct.plan(calibrated, kind="auto", time_limit=2.0,
+                              memory_limit=max(rival.peak_memory))}
     for kind in sct.KINDS[:-1]:
         try:
             plans[kind] = sct.plan(calibrated, kind=kind, time_limit=2.0)
         except sc.ScheduleError:
             continue
-    orders = sct.torch_orders(calibrated)
     simulated = {who: (p.makespan, max(p.peak_memory))
                  for who, p in (plans | orders).items()}
     seen, runners = {}, {name: runners[name] for name in names}
