@@ -16,13 +16,15 @@ of MODELS x SHAPES x MICROBATCHES:
 - MICROBATCHES: m per step.
 
 One launch runs python/tests/torch_worker.py's `grid` mode: costs
-profiled, auto planned on the shape's placement, traced beside the
-built-ins, calibrated from all the traces and planned again; every
-Stagecraft kind that plans on the placement (an order that repeats
-another's is left out), auto and the built-ins then alternate step by
-step, 20 steps each after a warm-up, and one more step of each measures
-its peak activation memory per rank (`stagecraft.torch.activation_memory`:
-the bytes autograd saves for backward). RUNS launches per configuration;
+profiled; auto and every Stagecraft kind that plans on the shape's
+placement planned and traced (3 steps each) beside the built-ins; the
+costs calibrated from all the traces; every kind planned again, and auto
+once within the simulated peak memory of each built-in ("auto within
+X's memory"); those plans (a plan whose order repeats another's runs
+once, for both) and the built-ins then alternate step by step, 20 steps
+each after a warm-up, and one more step of each measures its peak
+activation memory per rank (`stagecraft.torch.activation_memory`: the
+bytes autograd saves for backward). RUNS launches per configuration;
 a schedule's figure is the median over launches of each launch's median
 step, with the range of those medians.
 
@@ -81,9 +83,10 @@ for model in models:
                 sim = results[0]["simulated"].get(who)
                 label = who if who.startswith("Schedule") else \
                     f"Stagecraft {who}"
-                if who == "auto":
+                if who.startswith("auto"):
                     label += (" (" + ", ".join(sorted(
-                        {r["choice"] or "its own" for r in results})) + ")")
+                        {r["choice"][who] or "its own" for r in results}))
+                        + ")")
                 print(f"| {shape} | {n_mb} | {label} | {step[who]:.2f} "
                       f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
                       f"{step[who] / step[fastest]:.3f} | "
@@ -92,13 +95,15 @@ for model in models:
                          f"- | {kib(peak[who])} | - |"), flush=True)
             namesakes = {k: step[k] / step[t] for k, t in NAMESAKES.items()
                          if k in step and t in step}
+            auto = f"auto within {fastest}'s memory"
             summary.append((model, shape, n_mb, fastest, step[fastest],
-                            step["auto"], max(peak["auto"]),
+                            step[auto], max(peak[auto]),
                             max(peak[fastest]), namesakes))
 
-print("\nsummary: auto against the fastest built-in of its configuration "
-      "(peaks: the most any rank held), and each Stagecraft kind against "
-      "its torch namesake\n")
+print("\nsummary: auto (planned within the simulated peak memory of the "
+      "built-in that measured fastest) against that built-in (peaks: the "
+      "most any rank held, measured), and each Stagecraft kind against its "
+      "torch namesake\n")
 print("| model | shape | m | fastest built-in | auto / fastest | auto peak / "
       "its peak | Stagecraft kind / torch namesake |")
 print("|---|---|---|---|---|---|---|")

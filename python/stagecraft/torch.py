@@ -91,8 +91,9 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     `recompute` as `stagecraft.schedule` (default: auto when the problem has
     a capacity, else none). `auto` (without recomputation) also weighs
     the orders of torch's own schedules that fit the problem
-    (`torch_orders`) and returns one where it simulates faster within the
-    memory limit (its `choice` says "torch <class>"). `auto` searches under a time limit, so two ranks
+    (`torch_orders`) and returns one where it simulates as fast or faster
+    within the memory limit (its `choice` says "torch <class>"). `auto`
+    searches under a time limit, so two ranks
     could end with different plans: when torch.distributed is initialized,
     rank 0 of `group` plans and broadcasts the plan (collective for auto:
     every rank must call). The fixed kinds are deterministic and plan
@@ -188,14 +189,16 @@ def torch_orders(problem: Problem) -> dict[str, Schedule]:
 def _best_with_torch_orders(found: Schedule, problem: Problem,
                             memory_limit: float | None) -> Schedule:
     """auto's plan, or the order of one of torch's built-in schedules
-    (`torch_orders`) where that one's simulated makespan is smaller within
-    the memory limit; named kind "auto", its choice "torch <class>"."""
+    (`torch_orders`) where that one's simulated makespan is no larger
+    within the memory limit (a tie goes to torch's order: its placement
+    and order are what torch's own class runs); named kind "auto", its
+    choice "torch <class>"."""
     best = found
     for name, theirs in torch_orders(problem).items():
         if memory_limit is not None and \
                 max(theirs.peak_memory) > memory_limit * (1 + 1e-9):
             continue
-        if theirs.makespan < best.makespan - 1e-9:
+        if theirs.makespan <= best.makespan + 1e-9:
             best = theirs._with_origin("auto", f"torch {name}",
                                        found.lower_bound,
                                        found.memory_aware_bound)

@@ -508,15 +508,15 @@ def builtin(name, rank, world, num_stages, n_mb):
 
 def grid(shape, rank, world, n_mb, steps=20):
     """One configuration of the benchmark: the stages in SHAPE's placement
-    (pinned), costs profiled; auto planned, traced 3 steps beside each of
-    torch's built-ins of that placement, calibrated from all the traces and
-    planned again, within the simulated peak memory of the built-in that
-    simulates fastest; then every Stagecraft kind that plans on the placement
-    (on the calibrated costs; one whose order repeats another's is left
-    out), auto and the built-ins alternate step by step, `steps` each after
-    a warm-up. Medians in seconds; per schedule its simulated makespan and
-    peak activation (calibrated costs) and its measured peak activation
-    bytes per rank (one more step under activation_memory)."""
+    (pinned), costs profiled; auto and every Stagecraft kind that plans on
+    the placement planned, each traced 3 steps beside torch's built-ins of
+    that placement; the costs calibrated from all the traces; every kind
+    planned again, and auto within the simulated peak memory of each
+    built-in; then those plans (one whose order repeats another's runs
+    once, for both) and the built-ins alternate step by step, `steps` each
+    after a warm-up. Medians in seconds; per schedule its simulated
+    makespan and peak activation (calibrated costs) and its measured peak
+    activation bytes per rank (one more step under activation_memory)."""
     count, rank_of, names = SHAPES[shape]
     num_stages = count(world)
     profiled = profiled_problem(rank, world, n_mb, num_stages)
@@ -526,14 +526,23 @@ def grid(shape, rank, world, n_mb, steps=20):
                      backward_input=st.backward_input,
                      backward_weight=st.backward_weight,
                      fused_backward=st.fused_backward,
-                     activation=st.activation)
+                     activation=st.activation, weight_grad=st.weight_grad)
             for s, st in enumerate(profiled.stages)])
-    first = sct.plan(pinned, kind="auto", time_limit=2.0)
-    _, stages = build(sct.stage_indices(first, rank), num_stages)
-    runners = {"auto (first plan)": sct.schedule(stages, n_mb, loss_fn,
-                                                 plan=first)}
-    runners |= {name: builtin(name, rank, world, num_stages, n_mb)
-                for name in names}
+    # The first plans: auto's and every kind's on the profiled costs,
+    # each traced beside the built-ins, so that the calibration sees every
+    # kind of compute (split and fused backwards) in the runtime that runs
+    # it (torch's single-stage classes run a one-stage-per-rank plan of
+    # GPipe's or 1F1B's order, its multi-stage runtime the others).
+    runners = {name: builtin(name, rank, world, num_stages, n_mb)
+               for name in names}
+    for kind in sct.KINDS:
+        try:
+            plan = sct.plan(pinned, kind=kind, time_limit=2.0)
+        except sc.ScheduleError:
+            continue
+        _, stages = build(sct.stage_indices(plan, rank), num_stages)
+        runners[f"first {kind}"] = sct.schedule(stages, n_mb, loss_fn,
+                                                plan=plan)
     traces = []
     for runner in runners.values():
         run_step(runner, n_mb, *ends_of(runner))
@@ -542,26 +551,29 @@ def grid(shape, rank, world, n_mb, steps=20):
                 run_step(runner, n_mb, *ends_of(runner))
         traces.append(t)
     calibrated = sct.calibrate(traces, pinned)
-    # auto within the memory of the built-in that simulates fastest.
     orders = sct.torch_orders(calibrated)
-    rival = min(orders.values(), key=lambda o: o.makespan)
-    plans = {"auto": sct.plan(calibrated, kind="auto", time_limit=2.0,
-                              memory_limit=max(rival.peak_memory))}
+    plans = {}
     for kind in sct.KINDS[:-1]:
         try:
             plans[kind] = sct.plan(calibrated, kind=kind, time_limit=2.0)
         except sc.ScheduleError:
             continue
+    # auto within the simulated peak memory of each built-in.
+    for name in names:
+        plans[f"auto within {name}'s memory"] = sct.plan(
+            calibrated, kind="auto", time_limit=2.0,
+            memory_limit=max(orders[name].peak_memory))
     simulated = {who: (p.makespan, max(p.peak_memory))
                  for who, p in (plans | orders).items()}
+    choice = {who: p.choice for who, p in plans.items()}
     seen, runners = {}, {name: runners[name] for name in names}
     same = {}
     for who, p in plans.items():
         csv = p.to_csv()
-        if who != "auto" and csv in seen:
+        if csv in seen:
             same[who] = seen[csv]
             continue
-        seen.setdefault(csv, who)
+        seen[csv] = who
         _, stages = build(sct.stage_indices(p, rank), num_stages)
         runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
     times = alternate(runners, steps, n_mb)
@@ -570,10 +582,11 @@ def grid(shape, rank, world, n_mb, steps=20):
         with sct.activation_memory(runner) as m:
             run_step(runner, n_mb, *ends_of(runner))
         peaks[who] = m.peaks
-    return {"median": {who: statistics.median(v) for who, v in times.items()},
-            "simulated": simulated, "peaks": peaks, "same": same,
-            "first_choice": first.choice, "choice": plans["auto"].choice,
-            "activation": [s.activation for s in calibrated.stages]}
+    median = {who: statistics.median(v) for who, v in times.items()}
+    for who, twin in same.items():  # a plan that ran as another's twin
+        median[who], peaks[who] = median[twin], peaks[twin]
+    return {"median": median, "simulated": simulated, "peaks": peaks,
+            "same": same, "choice": choice}
 
 
 def bench(kind, rank, world, n_mb, steps=20):
