@@ -73,7 +73,8 @@ for model in models:
             med = {who: [1e3 * r["median"][who] for r in results]
                    for who in names}
             step = {who: statistics.median(v) for who, v in med.items()}
-            builtins = [who for who in names if who.startswith("Schedule")]
+            builtins = [who for who in names if who.startswith("Schedule")
+                        and not who.endswith("(again)")]
             fastest = min(builtins, key=step.get)
             # The most any rank held, median over launches.
             peak = {who: [statistics.median(r["peaks"][who][k]
@@ -96,25 +97,28 @@ for model in models:
             namesakes = {k: step[k] / step[t] for k, t in NAMESAKES.items()
                          if k in step and t in step}
             auto = f"auto within {fastest}'s memory"
+            control = step[f"{fastest} (again)"] / step[fastest]
             summary.append((model, shape, n_mb, fastest, step[fastest],
                             step[auto], max(peak[auto]),
-                            max(peak[fastest]), namesakes))
+                            max(peak[fastest]), namesakes, control))
 
 print("\nsummary: auto (planned within the simulated peak memory of the "
       "built-in that measured fastest) against that built-in (peaks: the "
       "most any rank held, measured), and each Stagecraft kind against its "
       "torch namesake\n")
 print("| model | shape | m | fastest built-in | auto / fastest | auto peak / "
-      "its peak | Stagecraft kind / torch namesake |")
-print("|---|---|---|---|---|---|---|")
-for model, shape, n_mb, fastest, t_fast, t_auto, p_auto, p_fast, names in \
-        summary:
+      "its peak | A/A: fastest again / fastest | Stagecraft kind / torch "
+      "namesake |")
+print("|---|---|---|---|---|---|---|---|")
+for model, shape, n_mb, fastest, t_fast, t_auto, p_auto, p_fast, names, \
+        control in summary:
     print(f"| {model} | {shape} | {n_mb} | {fastest} | {t_auto / t_fast:.3f} "
-          f"| {p_auto / p_fast:.3f} | "
+          f"| {p_auto / p_fast:.3f} | {control:.3f} | "
           + ", ".join(f"{k} {v:.3f}" for k, v in names.items()) + " |")
-wins = sum(t_auto <= 0.97 * t_fast for _, _, _, _, t_fast, t_auto, _, _, _
-           in summary)
-ties = sum(t_auto <= t_fast for _, _, _, _, t_fast, t_auto, _, _, _
-           in summary)
+wins = sum(row[5] <= 0.97 * row[4] for row in summary)
+ties = sum(row[5] <= row[4] for row in summary)
+spread = [abs(row[9] - 1) for row in summary]
+print(f"\nA/A control: the same built-in measured twice differs by "
+      f"{statistics.median(spread):.3f} (median), at most {max(spread):.3f}")
 print(f"\nauto at or below the fastest built-in on {ties} of {len(summary)} "
       f"configurations, at least 3 % faster on {wins}")

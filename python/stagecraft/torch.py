@@ -83,6 +83,12 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
          objective: str = "makespan") -> Schedule:
     """Stagecraft's schedule of `problem` for torch (every kind but helix).
 
+    A kind with a torch namesake (`NAMESAKES`: gpipe, 1f1b,
+    interleaved-1f1b, zb-v, dualpipev) returns that class's order where it
+    simulates faster on `problem` (within the memory limit; `choice` says
+    "torch <class>"), so that no kind plans slower than torch's schedule
+    of its name.
+
     `objective` is the makespan: torch's runtime steps the optimizer after
     the whole schedule, a barrier between steps, so one step costs the
     makespan; "span" (steps that overlap, `stagecraft-run --overlap-steps`)
@@ -116,8 +122,10 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
         found = _schedule(problem, kind=kind, memory_limit=memory_limit,
                           time_limit=time_limit, chunks=chunks,
                           recompute=recompute)
-        if kind != "auto" or recompute not in (None, "none"):
+        if recompute not in (None, "none") or chunks:
             return found
+        if kind != "auto":
+            return _namesake_if_faster(found, problem, kind, memory_limit)
         return _best_with_torch_orders(found, problem, memory_limit)
 
     if kind != "auto" or not dist.is_initialized():
@@ -203,6 +211,30 @@ def _best_with_torch_orders(found: Schedule, problem: Problem,
                                        found.lower_bound,
                                        found.memory_aware_bound)
     return best
+
+
+#: torch's built-in schedule class of the same name as a Stagecraft kind.
+NAMESAKES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
+             "interleaved-1f1b": "ScheduleInterleaved1F1B",
+             "zb-v": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
+
+
+def _namesake_if_faster(found: Schedule, problem: Problem, kind: str,
+                        memory_limit: float | None) -> Schedule:
+    """The kind's plan, or its torch namesake's order (`NAMESAKES`, read
+    with `check`) where that one simulates faster on `problem` within the
+    memory limit: a kind is never slower than torch's schedule of the same
+    name (its choice then says "torch <class>"; its memory is that
+    order's)."""
+    name = NAMESAKES.get(kind)
+    theirs = torch_orders(problem).get(name) if name else None
+    if theirs is None or theirs.makespan >= found.makespan - 1e-9:
+        return found
+    if memory_limit is not None and \
+            max(theirs.peak_memory) > memory_limit * (1 + 1e-9):
+        return found
+    return theirs._with_origin(kind, f"torch {name}", found.lower_bound,
+                               found.memory_aware_bound)
 
 
 def recomputed_stages(plan: Schedule) -> list[int]:

@@ -513,8 +513,8 @@ def grid(shape, rank, world, n_mb, steps=20):
     that placement; the costs calibrated from all the traces; every kind
     planned again, and auto within the simulated peak memory of each
     built-in; then those plans (one whose order repeats another's runs
-    once, for both) and the built-ins alternate step by step, `steps` each
-    after a warm-up. Medians in seconds; per schedule its simulated
+    once, for both) and the built-ins, each built-in twice (an A/A control
+    of the noise), alternate step by step, `steps` each after a warm-up. Medians in seconds; per schedule its simulated
     makespan and peak activation (calibrated costs) and its measured peak
     activation bytes per rank (one more step under activation_memory)."""
     count, rank_of, names = SHAPES[shape]
@@ -567,6 +567,10 @@ def grid(shape, rank, world, n_mb, steps=20):
                  for who, p in (plans | orders).items()}
     choice = {who: p.choice for who, p in plans.items()}
     seen, runners = {}, {name: runners[name] for name in names}
+    # Each built-in twice: the second instance measures the noise between
+    # two runners of the very same schedule (an A/A control).
+    runners |= {f"{name} (again)": builtin(name, rank, world, num_stages,
+                                           n_mb) for name in names}
     same = {}
     for who, p in plans.items():
         csv = p.to_csv()
