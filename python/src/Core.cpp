@@ -313,6 +313,11 @@ NB_MODULE(_core, m) {
               "The runtime's own work per message a compute sends to "
               "another rank, added to that compute (torch's runtime posts "
               "its sends on the compute's path; calibrate measures it).")
+      .def_rw("receive_overhead", &Problem::receiveOverhead,
+              "The runtime's own work per message a compute receives from "
+              "another rank, on its rank just before it (torch's runtime "
+              "posts each receive right before the compute); it overlaps "
+              "with waiting for the message. calibrate measures it.")
       .def_rw("stages", &Problem::stages)
       .def_rw("capacity", &Problem::capacity)
       .def_rw("lengths", &Problem::lengths,
@@ -571,6 +576,7 @@ NB_MODULE(_core, m) {
         out["samples"] = fit.samples;
         out["latency"] = fit.latency;
         out["message_overhead"] = fit.messageOverhead;
+        out["receive_overhead"] = fit.receiveOverhead;
         out["overhead"] = fit.overhead;
         out["steps"] = fit.steps;
         return out;

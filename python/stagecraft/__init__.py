@@ -80,17 +80,18 @@ def _number(x: float) -> str:
 
 def to_mlir(problem: Problem) -> str:
     """`problem` as a pipe.pipeline spec that stagecraft-opt and `load` read.
-    The spec has no fused backward cost and no message overhead: a stage's
-    `fused_backward` and the problem's `message_overhead` go into comments
-    above the pipeline, not into the spec."""
+    The spec has no fused backward cost and no message or receive
+    overhead: a stage's `fused_backward` and the problem's
+    `message_overhead` and `receive_overhead` go into comments above the
+    pipeline, not into the spec."""
     notes = [f"// @{s.name or f's{k}'}: fused_backward = "
              f"{_number(s.fused_backward)} (not in the spec format)"
              for k, s in enumerate(problem.stages)
              if s.fused_backward is not None]
-    if problem.message_overhead:
-        notes.append(f"// message_overhead = "
-                     f"{_number(problem.message_overhead)} (not in the spec "
-                     "format)")
+    for name in ("message_overhead", "receive_overhead"):
+        if getattr(problem, name):
+            notes.append(f"// {name} = {_number(getattr(problem, name))} "
+                         "(not in the spec format)")
     head = (f"pipe.pipeline @{problem.name} ranks({problem.ranks}) "
             f"microbatches({problem.microbatches}) "
             f"latency({_number(problem.latency)})")

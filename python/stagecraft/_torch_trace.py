@@ -336,8 +336,12 @@ def calibrate(trace, problem: Problem, details: dict | None = None,
     only I and W keeps `problem`'s fused B in its ratio to I + W), each
     with the runtime's own work around it added, and the link latency: the
     median delay from a compute's end to the start of its consumer on
-    another rank that sat idle waiting for it. The scheduler's own fit
-    does the work (stagecraft-run --calibrate uses the same).
+    another rank that sat idle waiting for it; the work per message a
+    compute sends to another rank (`message_overhead`) and per message a
+    compute receives from one (`receive_overhead`: torch's runtime posts
+    each receive just before the compute, so even an input that arrived
+    long before costs a wait). The scheduler's own fit does the work
+    (stagecraft-run --calibrate uses the same).
 
     `trace`: a Trace, or a list of them (runs of different plans or
     placements, e.g. each candidate's: a split-backward plan measures I
@@ -347,8 +351,8 @@ def calibrate(trace, problem: Problem, details: dict | None = None,
     spreads each rank's overhead evenly over its computes
     (`Trace.overhead`). `details`, when given, receives the fit's figures
     (per stage forward, backward_input, backward_weight, backward,
-    samples; latency; steps). Raises ScheduleError naming a stage with no
-    traced forward and backward."""
+    samples; latency, message_overhead, receive_overhead; steps). Raises
+    ScheduleError naming a stage with no traced forward and backward."""
     traces = list(trace) if isinstance(trace, (list, tuple)) else [trace]
     computes = []
     for k, t in enumerate(traces):

@@ -404,6 +404,27 @@ def test_a_fused_backward_cost_is_what_the_fused_kinds_pay():
             sc.Stage(fused_backward=-1.0), sc.Stage()]), kind="1f1b")
 
 
+def test_a_receive_overhead_is_spent_before_each_compute_fed_from_across():
+    # gpipe on 2 ranks: rank 1's forwards after its first find their inputs
+    # there and still spend the receive overhead after the previous one;
+    # rank 0's forwards receive nothing and run back to back.
+    p = sc.Problem(ranks=2, microbatches=4, latency=0.1,
+                   stages=[sc.Stage() for _ in range(2)])
+    p.receive_overhead = 0.3
+    s = sc.schedule(p, kind="gpipe")
+    one = s.timeline(1)
+    assert one[0][:2] == ("1F0", pytest.approx(1.1))
+    assert [b for _, b, _ in one[1:4]] == [
+        pytest.approx(e + 0.3) for _, _, e in one[0:3]]
+    zero = s.timeline(0)
+    assert [b for _, b, _ in zero[1:4]] == [
+        pytest.approx(e) for _, _, e in zero[0:3]]
+    assert "// receive_overhead = 0.3" in p.to_mlir()
+    p.receive_overhead = float("nan")
+    with pytest.raises(sc.ScheduleError, match="receive_overhead"):
+        sc.schedule(p, kind="gpipe")
+
+
 def test_a_message_overhead_is_charged_to_each_compute_that_sends_across():
     # 1f1b on 2 ranks: rank 0's forwards and rank 1's backwards each send
     # one message to the other rank.

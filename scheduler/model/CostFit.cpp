@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -56,6 +57,8 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   struct Timed {
     int rank;
     double start, end, previousEnd, overhead;
+    /// The overhead of the rank's previous compute (0 for its first).
+    double previousOverhead;
   };
   // Each rank's computes in the order they ran: a consumer that waited is
   // one whose previous compute ended before its input was ready.
@@ -71,15 +74,20 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   std::map<std::tuple<int, int, int, int>, Timed> when;
   std::set<int> steps;
   double previousEnd = -std::numeric_limits<double>::infinity();
+  double previousOverhead = 0.0;
   int previousRank = -1;
   for (const MeasuredCompute *c : order) {
-    if (c->rank != previousRank)
+    if (c->rank != previousRank) {
       previousEnd = -std::numeric_limits<double>::infinity();
+      previousOverhead = 0.0;
+    }
     previousRank = c->rank;
     when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
-          c->action.microbatch}] = {c->rank, c->start, c->end, previousEnd,
-                                    c->overhead};
+          c->action.microbatch}] = {c->rank,      c->start,   c->end,
+                                    previousEnd,  c->overhead,
+                                    previousOverhead};
     previousEnd = c->end;
+    previousOverhead = c->overhead;
     steps.insert(c->step);
   }
   CostFit fit;
@@ -185,6 +193,16 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     return find(step, AK::Backward, stage, mb);
   };
   std::vector<double> gaps;
+  // Receive overhead: a consumer whose input from another rank was there
+  // before its rank was free still waits, from the end of the work its
+  // previous compute brought with it to its start, longer than a compute
+  // fed on its own rank waits (torch's runtime posts each receive just
+  // before the compute that needs it).
+  std::vector<double> readyWaits, localWaits;
+  std::set<const Timed *> fedFromElsewhere;
+  auto waitBefore = [](const Timed &t) {
+    return t.start - t.previousEnd - t.previousOverhead;
+  };
   for (int step : steps)
     for (int s = 0; s < n; ++s)
       for (int consumer : edges.consumers[s]) {
@@ -195,13 +213,24 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
               {find(step, AK::Forward, s, mb),
                find(step, AK::Forward, consumer, mb)},
               {backwardOf(step, consumer, mb), backwardOf(step, s, mb)}};
-          for (auto &[from, to] : pairs)
-            if (from && to && from->rank != to->rank &&
-                to->previousEnd < from->end && to->start >= from->end)
+          for (auto &[from, to] : pairs) {
+            if (!from || !to || from->rank == to->rank)
+              continue;
+            fedFromElsewhere.insert(to);
+            if (to->previousEnd < from->end && to->start >= from->end)
               gaps.push_back(to->start - from->end);
+            else if (to->previousEnd >= from->end)
+              readyWaits.push_back(waitBefore(*to));
+          }
         }
       }
   fit.latency = median(gaps);
+  for (const auto &[key, t] : when)
+    if (std::isfinite(t.previousEnd) && !fedFromElsewhere.count(&t))
+      localWaits.push_back(waitBefore(t));
+  if (!readyWaits.empty() && !localWaits.empty())
+    fit.receiveOverhead =
+        std::max(0.0, median(readyWaits) - median(localWaits));
   return fit;
 }
 
@@ -230,5 +259,6 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
   }
   problem.latency = fit.latency;
   problem.messageOverhead = fit.messageOverhead;
+  problem.receiveOverhead = fit.receiveOverhead;
   return problem;
 }

@@ -57,6 +57,11 @@ struct CostFit {
   /// the computes carry no own overhead or one of the groups is empty.
   /// The costs above hold the rest.
   double messageOverhead = 0.0;
+  /// Milliseconds a compute fed from another rank waits before it starts
+  /// even when its input was there before its rank was free (the median
+  /// of those waits, less the median wait of the computes fed on their own
+  /// rank); 0 when none was, or they wait no longer.
+  double receiveOverhead = 0.0;
   /// Per rank: milliseconds per compute spent neither computing nor
   /// waiting (as given).
   std::vector<double> overhead;
@@ -77,8 +82,8 @@ llvm::Expected<CostFit> fitCosts(const Problem &problem,
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
 /// W), its fused backward where one was measured (else one \p problem
-/// already has, scaled as its I + W were), the fitted latency and message
-/// overhead.
+/// already has, scaled as its I + W were), the fitted latency, message
+/// overhead and receive overhead.
 Problem withFittedCosts(Problem problem, const CostFit &fit);
 
 /// A fused backward \p backward split into (I, W) in the ratio of \p

@@ -151,6 +151,10 @@ llvm::Error stagecraft::pipe::sched::validateProblem(const Problem &problem) {
   if (!isNonNegativeFinite(problem.latency))
     return fail(fmt::format("latency must be finite and non-negative, got {}",
                             problem.latency));
+  if (!isNonNegativeFinite(problem.receiveOverhead))
+    return fail(fmt::format("receive_overhead must be finite and "
+                            "non-negative, got {}",
+                            problem.receiveOverhead));
   if (!isNonNegativeFinite(problem.messageOverhead))
     return fail(fmt::format("message_overhead must be finite and "
                             "non-negative, got {}",

@@ -103,6 +103,14 @@ struct Problem {
   /// torch's runtime), added to that compute; 0 for runtimes that post
   /// messages off the compute's path.
   double messageOverhead = 0.0;
+  /// The runtime's own work, in time units, per message a compute
+  /// receives from another rank, done on the compute's rank just before
+  /// it (torch's runtime posts each receive right before the compute that
+  /// needs it, and the transfer's handshake starts then, even when the
+  /// sender sent long before; measured by stagecraft.torch.calibrate). It
+  /// overlaps with waiting for the message; 0 for runtimes that post
+  /// receives ahead.
+  double receiveOverhead = 0.0;
   /// Memory capacity of every rank (unset: unbounded): its stages' `params`
   /// plus its live activations must stay within it.
   std::optional<double> capacity;

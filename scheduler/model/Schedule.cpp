@@ -175,9 +175,11 @@ bool RecomputeTable::operator==(const RecomputeTable &other) const {
   return true;
 }
 
-int stagecraft::pipe::sched::crossRankMessages(
-    const Problem &problem, const std::vector<int> &placement,
-    const Action &a) {
+namespace {
+/// The messages \p a exchanges with other ranks: those it sends
+/// (\p incoming false) or those it receives.
+int crossRankPeers(const Problem &problem, const std::vector<int> &placement,
+                   const Action &a, bool incoming) {
   const int n = problem.numStages();
   auto elsewhere = [&](int from, const std::vector<int> &peers) {
     int count = 0;
@@ -189,16 +191,38 @@ int stagecraft::pipe::sched::crossRankMessages(
         ++count;
     return count;
   };
+  // A forward sends to its consumers and receives from its inputs; a
+  // backward the other way round.
+  auto forward = [&](int s) {
+    return elsewhere(s, incoming ? problem.inputsOf(s)
+                                 : problem.consumersOf(s));
+  };
+  auto backward = [&](int s) {
+    return elsewhere(s, incoming ? problem.consumersOf(s)
+                                 : problem.inputsOf(s));
+  };
   switch (a.kind) {
   case ActionKind::Forward:
-    return elsewhere(a.stage, problem.consumersOf(a.stage));
+    return forward(a.stage);
   case ActionKind::BackwardInput:
   case ActionKind::Backward:
-    return elsewhere(a.stage, problem.inputsOf(a.stage));
+    return backward(a.stage);
   case ActionKind::ForwardBackward:
-    return elsewhere(a.stage, problem.consumersOf(a.stage)) +
-           elsewhere(a.backwardStage, problem.inputsOf(a.backwardStage));
+    return forward(a.stage) + backward(a.backwardStage);
   default:
     return 0;
   }
+}
+} // namespace
+
+int stagecraft::pipe::sched::crossRankMessages(
+    const Problem &problem, const std::vector<int> &placement,
+    const Action &a) {
+  return crossRankPeers(problem, placement, a, /*incoming=*/false);
+}
+
+int stagecraft::pipe::sched::crossRankInputs(const Problem &problem,
+                                             const std::vector<int> &placement,
+                                             const Action &a) {
+  return crossRankPeers(problem, placement, a, /*incoming=*/true);
 }

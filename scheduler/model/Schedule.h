@@ -80,6 +80,11 @@ std::string torchName(const Action &action);
 /// each input elsewhere; both halves of an overlapped F&B.
 int crossRankMessages(const Problem &problem, const std::vector<int> &placement,
                       const Action &a);
+/// Messages \p a receives from other ranks under \p placement: a
+/// forward's inputs from elsewhere, a backward's (I or B) gradients from
+/// each consumer elsewhere; both halves of an overlapped F&B.
+int crossRankInputs(const Problem &problem, const std::vector<int> &placement,
+                    const Action &a);
 
 /// What the forward of one (stage, microbatch) keeps for its backward.
 /// None: its whole activation. Full: only the stage's `recomputed` memory;

@@ -96,7 +96,7 @@ stagecraft::pipe::sched::simulate(const TaskGraph &graph) {
     llvm::ArrayRef<TaskId> order = graph.rankOrder(r);
     while (next[r] < order.size()) {
       TaskId t = order[next[r]];
-      double start = clock[r];
+      double start = clock[r] + graph.task(t).setup;
       TaskId blocker = -1;
       for (const Dependency &dep : graph.dependencies(t)) {
         if (!done[dep.task]) {

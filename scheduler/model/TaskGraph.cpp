@@ -291,6 +291,9 @@ stagecraft::pipe::sched::buildTaskGraph(const Problem &problem,
       if (problem.messageOverhead > 0.0)
         task.cost += problem.messageOverhead *
                      crossRankMessages(problem, schedule.placement, a);
+      if (problem.receiveOverhead > 0.0)
+        task.setup = problem.receiveOverhead *
+                     crossRankInputs(problem, schedule.placement, a);
       task.allocAtStart = effect.allocAtStart;
       task.freeAtEnd = effect.freeAtEnd;
       TaskId id = graph.addTask(task);

@@ -38,6 +38,11 @@ struct Task {
   /// The backward half of an overlapped task.
   int backwardStage = -1;
   int backwardMicrobatch = -1;
+  /// The rank's own work just before the task (receiving its inputs from
+  /// other ranks, `Problem::receiveOverhead`), which overlaps with waiting
+  /// for them: the task starts no sooner than the rank's previous task's
+  /// end plus this.
+  double setup = 0.0;
 
   Action action() const {
     return {kind, stage, microbatch, backwardStage, backwardMicrobatch};

@@ -235,3 +235,46 @@ TEST(CostFit, AMessageOverheadIsFittedAndChargedPerCrossRankMessage) {
 }
 
 } // namespace
+
+namespace {
+
+/// torch's runtime posts each receive just before the compute that needs
+/// it: a consumer whose input arrived long before still spends that work
+/// first. The simulator charges it between the rank's previous compute and
+/// the consumer (overlapping with any wait for the input), and the fit
+/// reads it back from the waits of consumers whose input was there.
+TEST(CostFit, AReceiveOverheadIsChargedBeforeEachCrossRankInputAndFitted) {
+  Problem problem = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.1);
+  problem.receiveOverhead = 0.3;
+  ScheduleOptions options;
+  options.kind = ScheduleKind::GPipe;
+  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
+  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
+  // Rank 1's first forward waits for its input (latency after rank 0's
+  // first forward); the next ones find it there and start the receive
+  // overhead after the previous forward ends. Rank 0's forwards receive
+  // nothing and run back to back.
+  const auto &one = timeline.ranks[1];
+  ASSERT_EQ(one[0].action.kind, ActionKind::Forward);
+  EXPECT_NEAR(one[0].start, 1.0 + 0.1, 1e-9);
+  EXPECT_NEAR(one[1].start, one[0].end + 0.3, 1e-9);
+  EXPECT_NEAR(timeline.ranks[0][1].start, timeline.ranks[0][0].end, 1e-9);
+  std::vector<MeasuredCompute> computes;
+  for (int r = 0; r < 2; ++r)
+    for (const TimedAction &a : timeline.ranks[r])
+      computes.push_back({r, 0, a.action, a.start, a.end});
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  EXPECT_NEAR(fit.receiveOverhead, 0.3, 1e-9);
+  EXPECT_NEAR(fit.latency, 0.1, 1e-9);
+  // Fitted into a problem that knew nothing of it, the simulation is the
+  // measured one again.
+  Problem plain = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.0);
+  Timeline again = llvm::cantFail(
+      simulate(withFittedCosts(plain, fit), schedule));
+  EXPECT_NEAR(again.makespan, timeline.makespan, 1e-9);
+  problem.receiveOverhead = -1.0;
+  std::string refused = llvm::toString(validateProblem(problem));
+  EXPECT_NE(refused.find("receive_overhead"), std::string::npos) << refused;
+}
+
+} // namespace
