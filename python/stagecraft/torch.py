@@ -444,8 +444,20 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     Stagecraft: every action once, dependencies, deadlock freedom; returns
     the simulated Schedule (makespan, bubble ratio, peak memory per rank)
     under `problem`'s costs (default: uniform). Raises ScheduleError with
-    the verifier's message otherwise.
+    the verifier's message otherwise. The single-stage GPipe and 1F1B are
+    read as their step loop runs them (`_single_stage_order`): their
+    `pipeline_order`, which torch only prints, can differ (torch's 1F1B
+    lists 1F1 ... 1F8 for rank 1 of 2 with 8 microbatches, never 1F0).
     """
+    single = {_ts.ScheduleGPipe: "gpipe", _ts.Schedule1F1B: "1f1b"}.get(
+        type(torch_schedule))
+    if single is not None:
+        ranks, n_mb = torch_schedule._num_stages, torch_schedule._n_microbatches
+        if problem is None:
+            problem = _uniform_problem(ranks, ranks, n_mb)
+        rows = [",".join(_single_stage_order(single, r, ranks, n_mb))
+                for r in range(ranks)]
+        return from_csv(problem, "\n".join(rows) + "\n")
     order = getattr(torch_schedule, "pipeline_order", None)
     if not order:
         # Single-stage schedules (GPipe, 1F1B) build no order: torch's

@@ -171,6 +171,12 @@ def test_check_reads_torchs_own_schedules():
                                 "0B2", "0B3"]
     assert gpipe.makespan == sc.schedule(
         sct._uniform_problem(2, 2, 4), kind="gpipe").makespan
+    # Read as their step loop runs them: torch's own pipeline_order of
+    # 1F1B on rank 1 of 2 with 8 microbatches names 1F1 ... 1F8.
+    one = sct.check(ts.Schedule1F1B(FakeStage(1, 2, 1, 2), 8))
+    assert one.actions(1)[:4] == ["1F0", "1B0", "1F1", "1B1"]
+    assert one.makespan == sc.schedule(
+        sct._uniform_problem(2, 2, 8), kind="1f1b").makespan
 
 
 #: What torch's schedule constructors read of a stage, without a process
