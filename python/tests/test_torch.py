@@ -324,6 +324,22 @@ def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
         assert t["details"]["message_overhead"] >= 0
 
 
+def random_problem(rng, ranks, n, n_mb, cheapest_fused=None):
+    """n stages with random uneven F, I and W and, when `cheapest_fused` is
+    given, a fused backward of (I + W) x U(cheapest_fused, 1), as torch's
+    runtime has one; a random latency."""
+    stages = []
+    for _ in range(n):
+        i, w = rng.uniform(0.5, 2.0), rng.uniform(0.3, 1.5)
+        forward = rng.uniform(0.5, 2.0)
+        fused = (None if cheapest_fused is None
+                 else (i + w) * rng.uniform(cheapest_fused, 1.0))
+        stages.append(sc.Stage(forward=forward, backward_input=i,
+                               backward_weight=w, fused_backward=fused))
+    return sc.Problem(ranks=ranks, microbatches=n_mb, stages=stages,
+                      latency=rng.uniform(0.0, 0.2))
+
+
 def test_no_kind_plans_slower_than_its_torch_namesake_in_simulation():
     # Random uneven costs (half with a fused backward cheaper than I + W,
     # message overheads as torch's runtime has them): each kind with a
@@ -337,17 +353,8 @@ def test_no_kind_plans_slower_than_its_torch_namesake_in_simulation():
         n_mb = ranks * rng.choice([1, 2, 3])
         for kind, name in sct.NAMESAKES.items():
             n = ranks if kind in ("gpipe", "1f1b") else 2 * ranks
-            stages = []
-            for _ in range(n):
-                i, w = rng.uniform(0.5, 2.0), rng.uniform(0.3, 1.5)
-                stages.append(sc.Stage(
-                    forward=rng.uniform(0.5, 2.0), backward_input=i,
-                    backward_weight=w,
-                    fused_backward=(i + w) * rng.uniform(0.5, 1.0)
-                    if seed % 2 else None))
-            problem = sc.Problem(ranks=ranks, microbatches=n_mb,
-                                 stages=stages,
-                                 latency=rng.uniform(0.0, 0.2))
+            problem = random_problem(rng, ranks, n, n_mb,
+                                     0.5 if seed % 2 else None)
             problem.message_overhead = rng.uniform(0.0, 0.3)
             theirs = sct.torch_orders(problem).get(name)
             if theirs is None:  # the class refuses this shape
@@ -423,16 +430,8 @@ def test_auto_is_never_slower_than_torchs_own_orders_in_simulation():
         ranks = rng.choice([2, 4])
         n = ranks * rng.choice([1, 2])
         n_mb = ranks * rng.choice([1, 2, 3])
-        stages = []
-        for _ in range(n):
-            i, w = rng.uniform(0.5, 2.0), rng.uniform(0.3, 1.5)
-            stages.append(sc.Stage(
-                forward=rng.uniform(0.5, 2.0), backward_input=i,
-                backward_weight=w,
-                fused_backward=(i + w) * rng.uniform(0.6, 1.0)
-                if seed % 2 else None))
-        problem = sc.Problem(ranks=ranks, microbatches=n_mb, stages=stages,
-                             latency=rng.uniform(0.0, 0.2))
+        problem = random_problem(rng, ranks, n, n_mb,
+                                 0.6 if seed % 2 else None)
         theirs = sct.torch_orders(problem)
         assert theirs, (ranks, n, n_mb)
         ours = sct.plan(problem, kind="auto", time_limit=0.5)

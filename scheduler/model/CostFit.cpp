@@ -83,9 +83,8 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     }
     previousRank = c->rank;
     when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
-          c->action.microbatch}] = {c->rank,      c->start,   c->end,
-                                    previousEnd,  c->overhead,
-                                    previousOverhead};
+          c->action.microbatch}] = {c->rank,     c->start,    c->end,
+                                    previousEnd, c->overhead, previousOverhead};
     previousEnd = c->end;
     previousOverhead = c->overhead;
     steps.insert(c->step);

@@ -194,12 +194,12 @@ int crossRankPeers(const Problem &problem, const std::vector<int> &placement,
   // A forward sends to its consumers and receives from its inputs; a
   // backward the other way round.
   auto forward = [&](int s) {
-    return elsewhere(s, incoming ? problem.inputsOf(s)
-                                 : problem.consumersOf(s));
+    return elsewhere(s,
+                     incoming ? problem.inputsOf(s) : problem.consumersOf(s));
   };
   auto backward = [&](int s) {
-    return elsewhere(s, incoming ? problem.consumersOf(s)
-                                 : problem.inputsOf(s));
+    return elsewhere(s,
+                     incoming ? problem.consumersOf(s) : problem.inputsOf(s));
   };
   switch (a.kind) {
   case ActionKind::Forward:

@@ -269,8 +269,8 @@ TEST(CostFit, AReceiveOverheadIsChargedBeforeEachCrossRankInputAndFitted) {
   // Fitted into a problem that knew nothing of it, the simulation is the
   // measured one again.
   Problem plain = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.0);
-  Timeline again = llvm::cantFail(
-      simulate(withFittedCosts(plain, fit), schedule));
+  Timeline again =
+      llvm::cantFail(simulate(withFittedCosts(plain, fit), schedule));
   EXPECT_NEAR(again.makespan, timeline.makespan, 1e-9);
   problem.receiveOverhead = -1.0;
   std::string refused = llvm::toString(validateProblem(problem));
