@@ -247,6 +247,10 @@ NB_MODULE(_core, m) {
               "None: their sum. Kinds that fuse the backward (gpipe, 1f1b, "
               "interleaved, DualPipe's F&B) pay it, the split kinds I + W, "
               "so auto weighs splitting against what the split costs.")
+      .def_rw("output", &Stage::output,
+              "the size of the stage's output per microbatch (and of its "
+              "gradient), the spec's output(X): with Problem.links a "
+              "transfer takes the link's latency + output / bandwidth")
       .def_rw("recomputed", &Stage::recomputed)
       .def_rw("layers", &Stage::layers)
       .def_rw("params", &Stage::params)
@@ -319,6 +323,33 @@ NB_MODULE(_core, m) {
               "posts each receive right before the compute); it overlaps "
               "with waiting for the message. calibrate measures it.")
       .def_rw("stages", &Problem::stages)
+      .def_prop_rw(
+          "links",
+          [](const Problem &p) -> nb::object {
+            if (!p.links)
+              return nb::none();
+            const Problem::Links &l = *p.links;
+            return nb::make_tuple(
+                l.node, nb::make_tuple(l.intra.latency, l.intra.bandwidth),
+                nb::make_tuple(l.inter.latency, l.inter.bandwidth));
+          },
+          [](Problem &p, std::optional<std::tuple<
+                             int, std::tuple<double, double>,
+                             std::tuple<double, double>>> links) {
+            if (!links) {
+              p.links.reset();
+              return;
+            }
+            auto [node, intra, inter] = *links;
+            p.links = Problem::Links{node,
+                                     {std::get<0>(intra), std::get<1>(intra)},
+                                     {std::get<0>(inter), std::get<1>(inter)}};
+          },
+          nb::arg("links").none(),
+          "(node, (intra latency, bandwidth), (inter latency, bandwidth)) "
+          "or None, the spec's links(...): ranks in groups of node; a "
+          "transfer of a stage's output takes the crossed link's latency + "
+          "output / bandwidth (None: every transfer takes `latency`)")
       .def_rw("capacity", &Problem::capacity)
       .def_rw("lengths", &Problem::lengths,
               "each microbatch's sequence length (empty: all alike); the "

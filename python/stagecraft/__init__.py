@@ -93,13 +93,20 @@ def to_mlir(problem: Problem) -> str:
             notes.append(f"// {name} = {_number(getattr(problem, name))} "
                          "(not in the spec format)")
     head = (f"pipe.pipeline @{problem.name} ranks({problem.ranks}) "
-            f"microbatches({problem.microbatches}) "
-            f"latency({_number(problem.latency)})")
+            f"microbatches({problem.microbatches})")
+    if problem.links is None:  # the spec takes one or the other
+        head += f" latency({_number(problem.latency)})"
     if problem.capacity is not None:
         head += f" capacity({_number(problem.capacity)})"
     if problem.lengths:
         head += (" lengths(" + ", ".join(_number(l) for l in problem.lengths)
                  + f") reference_length({_number(problem.reference_length)})")
+    if problem.links is not None:
+        node, intra, inter = problem.links
+        head += (f" links(node = {node}, intra = (latency = "
+                 f"{_number(intra[0])}, bandwidth = {_number(intra[1])}), "
+                 f"inter = (latency = {_number(inter[0])}, bandwidth = "
+                 f"{_number(inter[1])}))")
     head += " {"
     lines = notes + [head]
     for k, s in enumerate(problem.stages):
@@ -127,6 +134,8 @@ def to_mlir(problem: Problem) -> str:
         line += f" cost({cost}) memory({memory})"
         if s.params:
             line += f" params({_number(s.params)})"
+        if s.output:
+            line += f" output({_number(s.output)})"
         if s.scaling_linear != 1.0 or s.scaling_quadratic != 0.0:
             line += (f" scaling(linear = {_number(s.scaling_linear)}, "
                      f"quadratic = {_number(s.scaling_quadratic)})")

@@ -515,7 +515,8 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
     wanted = [a for a in xs if a.requires_grad]
     with counted:
         out = module(*xs)
-    activation = float(counted.live + out.numel() * out.element_size())
+    output = float(out.numel() * out.element_size())
+    activation = float(counted.live) + output
     grad_out = torch.ones_like(out)
     held_for_w = float(counted.live)
     if wanted:
@@ -583,12 +584,59 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
                   fused_backward=figures["B"][0],
                   activation=activation / 2**20,
                   weight_grad=held_for_w / 2**20)
+    stage.output = output / 2**20
     return stage, figures
+
+
+def _measure_link(group, sizes=(4096, 262144, 4194304), repeats=5):
+    """The link between ranks 0 and 1 of `group`: the one-way time of a
+    message of each size in bytes (half a ping-pong's round trip, median
+    of `repeats` after one warm-up), fitted by least squares to latency +
+    MiB / bandwidth. Returns (latency ms, bandwidth MiB per ms), every rank
+    the same (collective); None with one rank, or when the times do not
+    grow with the size."""
+    world = dist.get_world_size(group)
+    if world < 2:
+        return None
+    rank = dist.get_rank(group)
+
+    def global_rank(r):
+        return dist.get_global_rank(group, r) if group is not None else r
+
+    figures = torch.zeros(2, dtype=torch.float64)
+    if rank in (0, 1):
+        peer = global_rank(1 - rank)
+        x, t = [], []
+        for size in sizes:
+            buf = torch.zeros(size // 4)
+            samples = []
+            for k in range(repeats + 1):
+                t0 = time.perf_counter()
+                if rank == 0:
+                    dist.send(buf, peer, group=group)
+                    dist.recv(buf, peer, group=group)
+                else:
+                    dist.recv(buf, peer, group=group)
+                    dist.send(buf, peer, group=group)
+                if k:
+                    samples.append((time.perf_counter() - t0) * 1e3 / 2)
+            x.append(size / 2**20)
+            t.append(statistics.median(samples))
+        mx, mt = statistics.fmean(x), statistics.fmean(t)
+        slope = (sum((a - mx) * (b - mt) for a, b in zip(x, t))
+                 / sum((a - mx) ** 2 for a in x))
+        if slope > 0:
+            figures = torch.tensor([max(0.0, mt - slope * mx), 1.0 / slope],
+                                   dtype=torch.float64)
+    dist.broadcast(figures, src=global_rank(0), group=group)
+    return (float(figures[0]), float(figures[1])) if figures[1] > 0 \
+        else None
 
 
 def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tuple],
             n_microbatches: int, warmup: int = 2, repeats: int = 5,
-            group=None, spread: dict | None = None) -> Problem:
+            group=None, spread: dict | None = None,
+            link: bool = True) -> Problem:
     """Measures this rank's stages and gathers every rank's into a Problem.
 
     For each PipelineStage here, timed through the functions torch's
@@ -609,7 +657,12 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     Collective over the stages' process group: every rank must call it.
     `spread`, when given, receives per stage index and figure ("F", "I",
     "W" and the fused backward "B") its (median, min, max) in ms over the
-    repeats, this rank's stages only.
+    repeats, this rank's stages only. Each stage's `output` is its
+    output's size in MiB. With `link` (the default) and two ranks or
+    more, the link between ranks 0 and 1 is measured too (ping-pong of 4
+    KiB, 256 KiB and 4 MiB, fitted to latency + MiB / bandwidth) and set
+    as the problem's `links` (one node) and `latency`; `calibrate` keeps
+    its bandwidth and fits its latency.
     """
     mine = {}
     for st in stages:
@@ -623,7 +676,8 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
             spread[st.stage_index] = figures
         mine[st.stage_index] = (measured.forward, measured.backward_input,
                                 measured.backward_weight, measured.activation,
-                                measured.weight_grad, measured.fused_backward)
+                                measured.weight_grad, measured.fused_backward,
+                                measured.output)
     group = group or stages[0].group
     ranks = dist.get_world_size(group)
     gathered: list[dict] = [None] * ranks  # type: ignore[list-item]
@@ -635,8 +689,16 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     if sorted(merged) != list(range(num_stages)):
         raise ScheduleError(f"profiled stages {sorted(merged)} but the pipeline "
                             f"has {num_stages}")
-    return Problem(
-        ranks=ranks, microbatches=n_microbatches, name="profiled",
-        stages=[Stage(forward=f, backward_input=i, backward_weight=w,
-                      activation=a, weight_grad=g, fused_backward=b)
-                for f, i, w, a, g, b in (merged[s] for s in range(num_stages))])
+    profiled = []
+    for f, i, w, a, g, b, out in (merged[s] for s in range(num_stages)):
+        profiled.append(Stage(forward=f, backward_input=i, backward_weight=w,
+                              activation=a, weight_grad=g, fused_backward=b))
+        profiled[-1].output = out
+    problem = Problem(ranks=ranks, microbatches=n_microbatches,
+                      name="profiled", stages=profiled)
+    measured_link = _measure_link(group) if link else None
+    if measured_link is not None:
+        latency, bandwidth = measured_link
+        problem.latency = latency
+        problem.links = (ranks, (latency, bandwidth), (latency, bandwidth))
+    return problem

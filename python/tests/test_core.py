@@ -404,6 +404,28 @@ def test_a_fused_backward_cost_is_what_the_fused_kinds_pay():
             sc.Stage(fused_backward=-1.0), sc.Stage()]), kind="1f1b")
 
 
+def test_links_carry_each_stages_output_at_their_bandwidth():
+    # 1f1b on 2 ranks, one node: each of the 8 transfers on the critical
+    # chain takes 0.05 + 2.0 / 20.0 instead of the problem's latency 0.
+    stages = [sc.Stage(), sc.Stage()]
+    for s in stages:
+        s.output = 2.0
+    p = sc.Problem(ranks=2, microbatches=4, stages=stages)
+    plain = sc.schedule(p, kind="1f1b").makespan
+    p.links = (2, (0.05, 20.0), (0.05, 20.0))
+    assert p.links == (2, (0.05, 20.0), (0.05, 20.0))
+    assert sc.schedule(p, kind="1f1b").makespan == pytest.approx(
+        plain + 4 * (0.05 + 2.0 / 20.0))
+    text = p.to_mlir()
+    assert "output(2.0)" in text and "links(node = 2" in text
+    assert "latency(" not in text  # the spec takes latency or links
+    p.links = (2, (0.05, 0.0), (0.05, 20.0))
+    with pytest.raises(sc.ScheduleError, match="bandwidth"):
+        sc.schedule(p, kind="1f1b")
+    p.links = None
+    assert sc.schedule(p, kind="1f1b").makespan == plain
+
+
 def test_a_receive_overhead_is_spent_before_each_compute_fed_from_across():
     # gpipe on 2 ranks: rank 1's forwards after its first find their inputs
     # there and still spend the receive overhead after the previous one;

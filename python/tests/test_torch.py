@@ -146,9 +146,21 @@ def test_profile_then_auto_then_run(tmp_path):
     losses = [l for res in results for l in res["losses"]]
     assert losses == pytest.approx(first["ref_losses"] if first["losses"]
                                    else results[-1]["ref_losses"], rel=1e-5)
+    # The link between the ranks, measured (one node: intra = inter), and
+    # each stage's output in MiB: B x T x D floats, the last stage's B x T
+    # x V logits.
+    node, intra, inter = first["links"]
+    assert node == 2 and intra == inter and first["latency"] == intra[0]
+    assert intra[0] >= 0 and intra[1] > 0
+    assert all(res["links"] == first["links"] for res in results)
+    assert first["outputs"] == [2 * 16 * 32 * 4 / 2**20] * 3 + [
+        2 * 16 * 64 * 4 / 2**20]
     path = tmp_path / "profiled.mlir"
     path.write_text(first["mlir"])
-    assert len(sc.load(str(path)).stages) == 4
+    loaded = sc.load(str(path))
+    assert len(loaded.stages) == 4
+    assert tuple(map(list, loaded.links[1:])) == tuple(
+        map(list, first["links"][1:]))
 
 
 def test_check_reads_torchs_own_schedules():

@@ -370,6 +370,8 @@ def profile_auto(rank, world, n_mb):
     return {"costs": [[s.forward, s.backward_input, s.backward_weight,
                        s.activation] for s in problem.stages],
             "mlir": problem.to_mlir(), "kind": plan.kind,
+            "links": problem.links, "latency": problem.latency,
+            "outputs": [s.output for s in problem.stages],
             "choice": plan.choice, "placement": plan.placement,
             "spread": {str(k): v for k, v in spread.items()}, "grad_err": max_rel_err(mods, grads),
             "losses": losses, "ref_losses": ref_losses}

@@ -168,10 +168,14 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
          (durations[s][1].empty() || durations[s][2].empty())))
       return llvm::make_error<ScheduleError>(
           stageName(s) + " has no measured forward and backward");
+    // The runtime's own work is never negative: where the per-message
+    // share fitted across all computes exceeds what a kind of compute
+    // brought with it, the compute keeps its measured duration.
     auto cost = [&](int kind) {
       return durations[s][kind].empty()
                  ? 0.0
-                 : median(durations[s][kind]) + mean(own[s][kind]);
+                 : median(durations[s][kind]) +
+                       std::max(0.0, mean(own[s][kind]));
     };
     fit.forward[s] = cost(0);
     fit.backwardInput[s] = cost(1);
@@ -257,6 +261,17 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
       stage.fusedBackward = fit.backward[s];
   }
   problem.latency = fit.latency;
+  if (problem.links && problem.numStages() > 0) {
+    // The fitted delay also holds a message's size over the link's
+    // bandwidth: the links keep their (measured) bandwidth, and their
+    // latency is what is left of the delay for the stages' mean output.
+    double units = 0.0;
+    for (const Stage &s : problem.stages)
+      units += s.output;
+    units /= problem.numStages();
+    for (Problem::Link *link : {&problem.links->intra, &problem.links->inter})
+      link->latency = std::max(0.0, fit.latency - units / link->bandwidth);
+  }
   problem.messageOverhead = fit.messageOverhead;
   problem.receiveOverhead = fit.receiveOverhead;
   return problem;

@@ -82,8 +82,9 @@ llvm::Expected<CostFit> fitCosts(const Problem &problem,
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
 /// W), its fused backward where one was measured (else one \p problem
-/// already has, scaled as its I + W were), the fitted latency, message
-/// overhead and receive overhead.
+/// already has, scaled as its I + W were), the fitted latency (with links:
+/// each link's latency, the fitted delay less the stages' mean output over
+/// its bandwidth, which it keeps), message overhead and receive overhead.
 Problem withFittedCosts(Problem problem, const CostFit &fit);
 
 /// A fused backward \p backward split into (I, W) in the ratio of \p

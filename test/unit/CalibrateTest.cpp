@@ -278,3 +278,54 @@ TEST(CostFit, AReceiveOverheadIsChargedBeforeEachCrossRankInputAndFitted) {
 }
 
 } // namespace
+
+namespace {
+
+/// With links, a message takes latency + output / bandwidth: the fit's
+/// delay holds both, so the links keep their bandwidth and take the rest
+/// as latency.
+TEST(CostFit, LinksKeepTheirBandwidthAndTakeTheRestOfTheDelayAsLatency) {
+  Problem problem = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.0);
+  for (Stage &s : problem.stages)
+    s.output = 2.0;
+  problem.links = Problem::Links{2, {0.05, 20.0}, {0.05, 20.0}};
+  ScheduleOptions options;
+  options.kind = ScheduleKind::OneFOneB;
+  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
+  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
+  std::vector<MeasuredCompute> computes;
+  for (int r = 0; r < 2; ++r)
+    for (const TimedAction &a : timeline.ranks[r])
+      computes.push_back({r, 0, a.action, a.start, a.end});
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  EXPECT_NEAR(fit.latency, 0.05 + 2.0 / 20.0, 1e-9);
+  Problem fitted = withFittedCosts(problem, fit);
+  ASSERT_TRUE(fitted.links.has_value());
+  EXPECT_NEAR(fitted.links->inter.latency, 0.05, 1e-9);
+  EXPECT_NEAR(fitted.links->inter.bandwidth, 20.0, 1e-9);
+  EXPECT_NEAR(llvm::cantFail(simulate(fitted, schedule)).makespan,
+              timeline.makespan, 1e-9);
+}
+
+} // namespace
+
+namespace {
+
+/// The per-message share is fitted across all computes; a compute that
+/// sends a message but brought less work with it than that share keeps its
+/// measured duration: no fitted cost is at or below zero.
+TEST(CostFit, NoCostFallsBelowTheMeasuredDuration) {
+  Problem problem = uniformProblem(2, 1, 2, {1.0, 1.0, 1.0}, 0.0);
+  using AK = ActionKind;
+  std::vector<MeasuredCompute> computes = {
+      {0, 0, {AK::Forward, 0, 0}, 0.0, 0.5, 0.0},
+      {1, 0, {AK::Forward, 1, 0}, 1.0, 1.5, 0.0},
+      {1, 0, {AK::Backward, 1, 0}, 1.5, 2.0, 2.0},
+      {0, 0, {AK::Backward, 0, 0}, 4.5, 5.0, 0.0}};
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  EXPECT_NEAR(fit.messageOverhead, 1.0, 1e-9);
+  EXPECT_NEAR(fit.forward[0], 0.5, 1e-9); // 0.5 + max(0, 0 - 1)
+  EXPECT_NEAR(fit.backward[1], 0.5 + 1.0, 1e-9);
+}
+
+} // namespace
