@@ -333,9 +333,10 @@ NB_MODULE(_core, m) {
                 l.node, nb::make_tuple(l.intra.latency, l.intra.bandwidth),
                 nb::make_tuple(l.inter.latency, l.inter.bandwidth));
           },
-          [](Problem &p, std::optional<std::tuple<
-                             int, std::tuple<double, double>,
-                             std::tuple<double, double>>> links) {
+          [](Problem &p,
+             std::optional<std::tuple<int, std::tuple<double, double>,
+                                      std::tuple<double, double>>>
+                 links) {
             if (!links) {
               p.links.reset();
               return;

@@ -172,10 +172,9 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     // share fitted across all computes exceeds what a kind of compute
     // brought with it, the compute keeps its measured duration.
     auto cost = [&](int kind) {
-      return durations[s][kind].empty()
-                 ? 0.0
-                 : median(durations[s][kind]) +
-                       std::max(0.0, mean(own[s][kind]));
+      return durations[s][kind].empty() ? 0.0
+                                        : median(durations[s][kind]) +
+                                              std::max(0.0, mean(own[s][kind]));
     };
     fit.forward[s] = cost(0);
     fit.backwardInput[s] = cost(1);
