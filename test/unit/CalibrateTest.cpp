@@ -202,24 +202,41 @@ TEST(CostFit, AFusedBackwardKnownBeforeKeepsItsRatioToTheMeasuredSplit) {
 
 namespace {
 
+/// \p kind's schedule of \p problem, its simulated timeline, and that
+/// timeline's computes as a runtime would measure them (step 0, no own
+/// overhead).
+struct Replay {
+  Schedule schedule;
+  Timeline timeline;
+  std::vector<MeasuredCompute> computes;
+};
+
+Replay replay(const Problem &problem, ScheduleKind kind) {
+  ScheduleOptions options;
+  options.kind = kind;
+  Replay out;
+  out.schedule = llvm::cantFail(generateSchedule(problem, options));
+  out.timeline = llvm::cantFail(simulate(problem, out.schedule));
+  for (int r = 0; r < problem.ranks; ++r)
+    for (const TimedAction &a : out.timeline.ranks[r])
+      out.computes.push_back({r, 0, a.action, a.start, a.end});
+  return out;
+}
+
+} // namespace
+
+namespace {
+
 /// torch's runtime posts each send on the path of the compute that sends
 /// it: the fit separates that per-message work from the rest, and the
 /// simulator charges it to each compute that sends to another rank.
 TEST(CostFit, AMessageOverheadIsFittedAndChargedPerCrossRankMessage) {
   Problem problem = uniformProblem(2, 4, 4, {1.0, 1.0, 1.0}, 0.1);
-  ScheduleOptions options;
-  options.kind = ScheduleKind::ZBV;
-  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
-  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
-  std::vector<MeasuredCompute> computes;
-  for (int r = 0; r < 2; ++r)
-    for (const TimedAction &a : timeline.ranks[r]) {
-      MeasuredCompute c{r, 0, a.action, a.start, a.end};
-      // 0.05 ms of own work after every compute, 0.25 more per message.
-      c.overhead = 0.05 + 0.25 * crossRankMessages(problem, schedule.placement,
-                                                   a.action);
-      computes.push_back(c);
-    }
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::ZBV);
+  // 0.05 ms of own work after every compute, 0.25 more per message.
+  for (MeasuredCompute &c : computes)
+    c.overhead =
+        0.05 + 0.25 * crossRankMessages(problem, schedule.placement, c.action);
   CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
   EXPECT_NEAR(fit.messageOverhead, 0.25, 1e-9);
   Problem fitted = withFittedCosts(problem, fit);
@@ -246,10 +263,7 @@ namespace {
 TEST(CostFit, AReceiveOverheadIsChargedBeforeEachCrossRankInputAndFitted) {
   Problem problem = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.1);
   problem.receiveOverhead = 0.3;
-  ScheduleOptions options;
-  options.kind = ScheduleKind::GPipe;
-  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
-  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::GPipe);
   // Rank 1's first forward waits for its input (latency after rank 0's
   // first forward); the next ones find it there and start the receive
   // overhead after the previous forward ends. Rank 0's forwards receive
@@ -259,10 +273,6 @@ TEST(CostFit, AReceiveOverheadIsChargedBeforeEachCrossRankInputAndFitted) {
   EXPECT_NEAR(one[0].start, 1.0 + 0.1, 1e-9);
   EXPECT_NEAR(one[1].start, one[0].end + 0.3, 1e-9);
   EXPECT_NEAR(timeline.ranks[0][1].start, timeline.ranks[0][0].end, 1e-9);
-  std::vector<MeasuredCompute> computes;
-  for (int r = 0; r < 2; ++r)
-    for (const TimedAction &a : timeline.ranks[r])
-      computes.push_back({r, 0, a.action, a.start, a.end});
   CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
   EXPECT_NEAR(fit.receiveOverhead, 0.3, 1e-9);
   EXPECT_NEAR(fit.latency, 0.1, 1e-9);
@@ -289,14 +299,7 @@ TEST(CostFit, LinksKeepTheirBandwidthAndTakeTheRestOfTheDelayAsLatency) {
   for (Stage &s : problem.stages)
     s.output = 2.0;
   problem.links = Problem::Links{2, {0.05, 20.0}, {0.05, 20.0}};
-  ScheduleOptions options;
-  options.kind = ScheduleKind::OneFOneB;
-  Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
-  Timeline timeline = llvm::cantFail(simulate(problem, schedule));
-  std::vector<MeasuredCompute> computes;
-  for (int r = 0; r < 2; ++r)
-    for (const TimedAction &a : timeline.ranks[r])
-      computes.push_back({r, 0, a.action, a.start, a.end});
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::OneFOneB);
   CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
   EXPECT_NEAR(fit.latency, 0.05 + 2.0 / 20.0, 1e-9);
   Problem fitted = withFittedCosts(problem, fit);
