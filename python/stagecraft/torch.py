@@ -588,12 +588,16 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
     return stage, figures
 
 
-def _measure_link(group, sizes=(4096, 262144, 4194304), repeats=5):
+def _measure_link(group, sizes=(4096, 262144, 4194304), repeats=10):
     """The link between ranks 0 and 1 of `group`: the one-way time of a
-    message of each size in bytes (half a ping-pong's round trip, median
-    of `repeats` after one warm-up), fitted by least squares to latency +
-    MiB / bandwidth. Returns (latency ms, bandwidth MiB per ms), every rank
-    the same (collective); None with one rank, or when the times do not
+    message of each size in bytes (half a ping-pong's round trip, the
+    fastest of `repeats` after one warm-up: single round trips here stall
+    by up to 4 ms when a process is descheduled, at every size, which a
+    median of 5 did not always hide). The bandwidth is the slope between
+    the two largest sizes, the latency what the smallest message takes
+    beyond its bytes over that bandwidth (a least-squares intercept swung
+    from 0 to 0.9 ms between launches). Returns (latency ms, bandwidth MiB per ms), every rank
+    the same (collective); None with one rank, or when the time does not
     grow with the size."""
     world = dist.get_world_size(group)
     if world < 2:
@@ -621,13 +625,11 @@ def _measure_link(group, sizes=(4096, 262144, 4194304), repeats=5):
                 if k:
                     samples.append((time.perf_counter() - t0) * 1e3 / 2)
             x.append(size / 2**20)
-            t.append(statistics.median(samples))
-        mx, mt = statistics.fmean(x), statistics.fmean(t)
-        slope = (sum((a - mx) * (b - mt) for a, b in zip(x, t))
-                 / sum((a - mx) ** 2 for a in x))
+            t.append(min(samples))
+        slope = (t[-1] - t[-2]) / (x[-1] - x[-2])
         if slope > 0:
-            figures = torch.tensor([max(0.0, mt - slope * mx), 1.0 / slope],
-                                   dtype=torch.float64)
+            figures = torch.tensor([max(0.0, t[0] - slope * x[0]),
+                                    1.0 / slope], dtype=torch.float64)
     dist.broadcast(figures, src=global_rank(0), group=group)
     return (float(figures[0]), float(figures[1])) if figures[1] > 0 \
         else None
@@ -660,9 +662,9 @@ def profile(stages: list, example_inputs: dict[int, tuple] | Callable[[int], tup
     repeats, this rank's stages only. Each stage's `output` is its
     output's size in MiB. With `link` (the default) and two ranks or
     more, the link between ranks 0 and 1 is measured too (ping-pong of 4
-    KiB, 256 KiB and 4 MiB, fitted to latency + MiB / bandwidth) and set
-    as the problem's `links` (one node) and `latency`; `calibrate` keeps
-    its bandwidth and fits its latency.
+    KiB, 256 KiB and 4 MiB: latency + MiB / bandwidth, `_measure_link`)
+    and set as the problem's `links` (one node) and `latency`;
+    `calibrate` keeps its bandwidth and fits its latency.
     """
     mine = {}
     for st in stages:
