@@ -38,6 +38,7 @@ import os
 import statistics
 import sys
 
+from stagecraft.torch import NAMESAKES
 from torch_launch import launch
 
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -47,10 +48,6 @@ shapes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["v", "loop", "two"]
 counts = [int(m) for m in sys.argv[4].split(",")] if len(sys.argv) > 4 \
     else [4, 8, 16]
 
-#: Stagecraft's kind and torch's class of the same name.
-NAMESAKES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
-             "interleaved-1f1b": "ScheduleInterleaved1F1B",
-             "zb-v": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
 
 
 def kib(peaks):

@@ -506,27 +506,6 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
         return tuple(a.detach().requires_grad_(a.is_floating_point())
                      for a in args)
 
-    # Memory, counted as activation_memory counts it in real steps: what
-    # the forward saves for backward (once per storage, weights left out)
-    # plus its output, and what torch's split backward still holds after
-    # its I for the W (the graph it retains; all of it on a first stage).
-    counted = SavedBytes(params)
-    xs = inputs()
-    wanted = [a for a in xs if a.requires_grad]
-    with counted:
-        out = module(*xs)
-    output = float(out.numel() * out.element_size())
-    activation = float(counted.live) + output
-    grad_out = torch.ones_like(out)
-    held_for_w = float(counted.live)
-    if wanted:
-        _, groups = stage_backward_input([out], [grad_out], wanted,
-                                         iter(params))
-        held_for_w = float(counted.live)
-        stage_backward_weight(iter(params), groups)
-    del out, xs, wanted
-    for p, g in zip(params, kept):
-        p.grad = g
     samples: dict[str, list[float]] = {"F": [], "I": [], "W": [], "B": []}
 
     def once(record: bool) -> None:
@@ -559,6 +538,26 @@ def _profile_stage(index: int, module: torch.nn.Module, args: tuple,
                 samples[key].append(seconds * 1e3)
 
     try:
+        # Memory, counted as activation_memory counts it in real steps:
+        # what the forward saves for backward (once per storage, weights
+        # left out) plus its output, and what torch's split backward still
+        # holds after its I for the W (the graph it retains; all of it on a
+        # first stage).
+        counted = SavedBytes(params)
+        xs = inputs()
+        wanted = [a for a in xs if a.requires_grad]
+        with counted:
+            out = module(*xs)
+        output = float(out.numel() * out.element_size())
+        activation = float(counted.live) + output
+        grad_out = torch.ones_like(out)
+        held_for_w = float(counted.live)
+        if wanted:
+            _, groups = stage_backward_input([out], [grad_out], wanted,
+                                             iter(params))
+            held_for_w = float(counted.live)
+            stage_backward_weight(iter(params), groups)
+        del out, xs, wanted
         for _ in range(warmup):
             once(False)
         for _ in range(repeats):
@@ -596,9 +595,9 @@ def _measure_link(group, sizes=(4096, 262144, 4194304), repeats=10):
     median of 5 did not always hide). The bandwidth is the slope between
     the two largest sizes, the latency what the smallest message takes
     beyond its bytes over that bandwidth (a least-squares intercept swung
-    from 0 to 0.9 ms between launches). Returns (latency ms, bandwidth MiB per ms), every rank
-    the same (collective); None with one rank, or when the time does not
-    grow with the size."""
+    from 0 to 0.9 ms between launches). Returns (latency ms, bandwidth MiB
+    per ms), every rank the same (collective); None with one rank, or when
+    the time does not grow with the size."""
     world = dist.get_world_size(group)
     if world < 2:
         return None
