@@ -96,7 +96,8 @@ double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
         total * std::max(0.0, stage.forward + stage.leastBackward() -
                                   stage.overlapGain());
   }
-  return *std::max_element(work.begin(), work.end());
+  return std::max(*std::max_element(work.begin(), work.end()),
+                  roundTripSpanBound(problem, placement));
 }
 
 namespace {

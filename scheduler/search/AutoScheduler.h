@@ -80,8 +80,9 @@ double lowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
 
 /// Max over ranks of the rank's total work on \p placement (with each
 /// stage's overlap gain taken off, as pairing an F with a B can save at
-/// most that): every rank's span covers its own work, so no schedule on
-/// that placement has a smaller largest span, whatever the memory.
+/// most that), and the round trip (roundTripSpanBound): every rank's span
+/// covers both, so no schedule on that placement has a smaller largest
+/// span, whatever the memory.
 double spanLowerBound(const Problem &problem, llvm::ArrayRef<int> placement);
 
 /// The smallest `lowerBound` over the placements `auto` considers for

@@ -162,6 +162,60 @@ double stagecraft::pipe::sched::memoryAwareLowerBound(
   return bound;
 }
 
+/// The least time a stage's input gradient takes: its I, or its fused B
+/// where that is shorter.
+static double leastInputGradient(const Stage &st) {
+  return std::min(st.backwardInput, st.backward());
+}
+
+double
+stagecraft::pipe::sched::roundTripSpanBound(const Problem &problem,
+                                            llvm::ArrayRef<int> placement) {
+  if (problem.hasLengths())
+    return 0.0;
+  for (const Problem::Device &d : problem.devices)
+    if (d.speed != 1.0)
+      return roundTripSpanBound(scaledForDevices(problem, placement),
+                                placement);
+  const int n = problem.numStages(), m = problem.microbatches;
+  const Problem::Edges edges = problem.edges();
+  auto lat = [&](int a, int b) {
+    return placement[a] == placement[b] ? 0.0 : problem.latency;
+  };
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  double bound = 0.0;
+  std::vector<double> there(n), back(n);
+  for (int u = 0; u < n; ++u) {
+    // Over the stages downstream of u (inputs come before their consumers):
+    // there[v], the longest chain of forwards and links from the start of
+    // F(u, k) to the start of F(v, k); back[v], the longest chain of links
+    // and input gradients strictly between v and u, from the end of I(v, k)
+    // to the start of I(u, k).
+    std::fill(there.begin(), there.end(), kNone);
+    std::fill(back.begin(), back.end(), kNone);
+    there[u] = back[u] = 0.0;
+    const Stage &su = problem.stages[u];
+    for (int v = u + 1; v < n; ++v) {
+      for (int i : edges.inputs[v]) {
+        if (there[i] == kNone)
+          continue;
+        const Stage &si = problem.stages[i];
+        there[v] = std::max(there[v], there[i] + si.forward + lat(i, v));
+        back[v] =
+            std::max(back[v], back[i] + lat(v, i) +
+                                  (i == u ? 0.0 : leastInputGradient(si)));
+      }
+      if (there[v] == kNone)
+        continue;
+      const Stage &sv = problem.stages[v];
+      double own = m * std::max(0.0, sv.forward + leastInputGradient(sv) -
+                                         sv.overlapGain());
+      bound = std::max(bound, there[v] + own + back[v] + su.leastBackward());
+    }
+  }
+  return bound;
+}
+
 double stagecraft::pipe::sched::memoryAwareSpanBound(
     const Problem &problem, llvm::ArrayRef<int> placement,
     llvm::ArrayRef<double> memoryLimit) {
@@ -175,8 +229,9 @@ double stagecraft::pipe::sched::memoryAwareSpanBound(
     plain |= st.overlapGain() > 0.0;
     work[placement[s]] += m * (st.forward + st.leastBackward());
   }
+  const double roundTrip = roundTripSpanBound(problem, placement);
   if (plain) {
-    double most = 0.0;
+    double most = roundTrip;
     for (double w : work)
       most = std::max(most, w);
     return most;
@@ -192,9 +247,9 @@ double stagecraft::pipe::sched::memoryAwareSpanBound(
     for (int c : edges.consumers[s]) {
       const Stage &cs = problem.stages[c];
       down[s] = std::max(down[s], lat(s, c) + cs.forward + down[c] +
-                                      cs.backwardInput + lat(c, s));
+                                      leastInputGradient(cs) + lat(c, s));
     }
-  double bound = 0.0;
+  double bound = roundTrip;
   for (int r = 0; r < problem.ranks; ++r) {
     double gap = std::numeric_limits<double>::infinity(), forwardWork = 0.0;
     std::vector<std::pair<double, double>> items; // (cost, activation)

@@ -41,6 +41,21 @@ double memoryAwareLowerBound(const Problem &problem,
                              llvm::ArrayRef<int> placement,
                              llvm::ArrayRef<double> memoryLimit);
 
+/// The round-trip span bound: a rank's span holds, from its first action
+/// (at the latest the start of a forward of one of its stages u), the
+/// forwards and links from u to any stage v that consumes u's output
+/// (directly or not), all of v's forwards and input gradients (v runs one
+/// action at a time, and the last of them cannot start before v's first
+/// input arrives), the input gradients and links back from v to u, and u's
+/// own backward of that microbatch (I and W). The largest over ranks and
+/// pairs (u, v). With few microbatches per rank this is above every rank's
+/// own work: the last stage's F and I alone then outlast the first rank's
+/// work. It holds for every schedule, whatever its memory, and with
+/// overlapped F&B (v's F and I count less their overlap gain); 0 with
+/// lengths.
+double roundTripSpanBound(const Problem &problem,
+                          llvm::ArrayRef<int> placement);
+
 /// The span bound with per-rank limits \p memoryLimit on activation memory
 /// (empty: none): each rank's work plus the idle time no schedule within
 /// the limits avoids before the rank's first I. Until then a rank can only
@@ -53,7 +68,7 @@ double memoryAwareLowerBound(const Problem &problem,
 /// the limits that does not recompute (a recomputed forward keeps less, as
 /// auto's candidates never do); without limits, or with devices of different
 /// speeds, lengths or overlapped F&B, it is the plain span bound (the rank's
-/// work).
+/// work). Never below roundTripSpanBound.
 double memoryAwareSpanBound(const Problem &problem,
                             llvm::ArrayRef<int> placement,
                             llvm::ArrayRef<double> memoryLimit);
