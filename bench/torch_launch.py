@@ -14,7 +14,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
 
 
-def launch(mode, kind, world=2, n_mb=8, timeout=900):
+def launch(mode, kind, world=2, n_mb=8, timeout=900, all_ranks=False):
+    """Rank 0's result, or every rank's (a list) with `all_ranks`."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -30,5 +31,8 @@ def launch(mode, kind, world=2, n_mb=8, timeout=900):
             text, _ = p.communicate(timeout=timeout)
             if p.returncode != 0:
                 sys.exit(f"{mode} {kind}: a rank failed:\n{text[-2000:]}")
-        with open(os.path.join(out, "rank0.json")) as f:
-            return json.load(f)
+        results = []
+        for r in range(world if all_ranks else 1):
+            with open(os.path.join(out, f"rank{r}.json")) as f:
+                results.append(json.load(f))
+        return results if all_ranks else results[0]

@@ -11,7 +11,9 @@ starts and ends, and are restored when it closes. Any of torch's schedules
 
 from __future__ import annotations
 
+import os
 import statistics
+import threading
 import time
 from collections import defaultdict
 
@@ -29,6 +31,27 @@ def _now() -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return time.perf_counter() * 1e3
+
+
+def _threads() -> dict[int, tuple[str, int, int]] | None:
+    """This process's threads: id -> (name, ns on a CPU, ns runnable but
+    waiting for one), from Linux's /proc/self/task/*/schedstat; None where
+    the kernel does not keep those figures."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                run, wait = (int(x) for x in f.read().split()[:2])
+        except (OSError, ValueError):
+            continue  # The thread ended, or the kernel keeps no schedstat.
+        out[int(tid)] = (name, run, wait)
+    return out or None
 
 
 def _stages_of(runner) -> list:
@@ -49,7 +72,9 @@ class Trace:
     "2W0", "0B1"); `waits`: (rank, step, start, end, what) spent in torch's
     wait on point-to-point work, `what` saying whether the work waited for
     holds sends, receives or both ("send", "recv", "send+recv"); `steps`: (rank, step, start, end) of each
-    `step()` call. Filled when the `with` block closes (collective).
+    `step()` call; `threads`: per rank, what its process's threads did
+    while the trace was open (`cpu()`). Filled when the `with` block closes
+    (collective).
     """
 
     def __init__(self, runner, group=None):
@@ -60,13 +85,16 @@ class Trace:
         self.computes: list[tuple] = []
         self.waits: list[tuple] = []
         self.steps: list[tuple] = []
-        self._mine: dict[str, list] = {}
+        self.threads: list[dict | None] = []
+        self._mine: dict = {}
 
     # --- recording -------------------------------------------------------
     def __enter__(self) -> "Trace":
         if dist.is_initialized():
             dist.barrier(group=self._group)
         self._zero = _now()
+        self._caller = threading.get_native_id()
+        self._before = _threads()
         rank = dist.get_rank(self._group) if dist.is_initialized() else 0
         computes, waits, steps = [], [], []
         self._mine = {"computes": computes, "waits": waits, "steps": steps}
@@ -147,6 +175,7 @@ class Trace:
         _ts._wait_batch_p2p, _ts._batch_p2p = self._wait, self._post
         if kind is not None:
             return
+        self._mine["threads"] = self._thread_usage()
         parts = [self._mine]
         if dist.is_initialized():
             parts = [None] * dist.get_world_size(self._group)
@@ -154,11 +183,47 @@ class Trace:
         self.ranks = len(parts)
         for key in ("computes", "waits", "steps"):
             setattr(self, key, sorted(x for part in parts for x in part[key]))
+        self.threads = [part["threads"] for part in parts]
         if not self.steps:
             raise ScheduleError("the trace holds no step(): call the "
                                 "runner's step() inside the `with` block")
 
+    def _thread_usage(self) -> dict | None:
+        """This rank's threads between open and close, in ms: the thread
+        that called step() (its time on a CPU and its time runnable but
+        waiting for one) and every other thread's time on a CPU, summed
+        by name."""
+        after = _threads()
+        if self._before is None or after is None:
+            return None
+        usage = {"run": 0.0, "wait": 0.0, "others": defaultdict(float)}
+        for tid, (name, run, wait) in after.items():
+            was = self._before.get(tid, (name, 0, 0))
+            if tid == self._caller:
+                usage["run"] = (run - was[1]) / 1e6
+                usage["wait"] = (wait - was[2]) / 1e6
+            else:
+                usage["others"][name] += (run - was[1]) / 1e6
+        usage["others"] = dict(usage["others"])
+        return usage
+
     # --- figures ---------------------------------------------------------
+    def cpu(self) -> list[dict | None]:
+        """Per rank, ms per traced step: `run`, the time the thread that
+        calls step() spent on a CPU; `wait`, the time it was ready to run
+        but waited for a CPU (another thread or process held it: on a
+        machine with a core per rank, the process's own communication
+        threads); `others`, per thread name, the CPU time of the process's
+        other threads (gloo's transport thread, for one). None for a rank
+        whose kernel keeps no per-thread schedstat (Linux does)."""
+        out = []
+        for rank, usage in enumerate(self.threads):
+            n = len({s for r, s, _, _ in self.steps if r == rank}) or 1
+            out.append(None if usage is None else {
+                "run": usage["run"] / n, "wait": usage["wait"] / n,
+                "others": {k: v / n for k, v in usage["others"].items()}})
+        return out
+
     def step_times(self) -> list[float]:
         """Per step, ms from the first rank's step() call to the last
         rank's return."""
@@ -248,7 +313,9 @@ class Trace:
         rank the median step's compute, communication wait (and the part
         of it spent on work that holds sends only), runtime overhead
         (`overhead` x computes) and idle time (step - compute), measured,
-        and the simulated compute and idle time."""
+        and the simulated compute and idle time; last, per rank where the
+        kernel keeps the figures (`cpu`), the step() thread's time on a CPU
+        and waiting for one, and the other threads' CPU time."""
         per_rank = self._per_rank()
         steps = max(1, len(self.step_times()))
         step_ms = statistics.median(self.step_times())
@@ -304,6 +371,16 @@ class Trace:
                          f"{statistics.median(on_sends):>9.3f}  "
                          f"{overhead[rank] * n:>9.3f}  {wall - b:>9.3f}"
                          + sim)
+        for rank, usage in enumerate(self.cpu()):
+            if usage is None:
+                continue
+            busiest = sorted(usage["others"].items(), key=lambda kv: -kv[1])
+            lines.append(
+                f"rank {rank}: per step, the step() thread ran "
+                f"{usage['run']:.3f} ms and waited {usage['wait']:.3f} ms "
+                f"for a CPU; other threads ran "
+                f"{sum(usage['others'].values()):.3f} ms ("
+                + ", ".join(f"{k} {v:.3f}" for k, v in busiest[:3]) + ")")
         return "\n".join(lines) + "\n"
 
     def chrome_trace(self, plan: Schedule, step: int = -1) -> str:

@@ -280,6 +280,36 @@ def _actions_with_comms(plan: Schedule) -> dict[int, list[Any]]:
     return actions
 
 
+def _receives_early(order: list[Any]) -> list[Any]:
+    """`order` (one rank's actions with communication) with every receive
+    posted as early as it may be: right after the receive before it, so
+    the receives keep their order (gloo and NCCL match a pair's messages in
+    the order they were posted), and a backward's receive (RECV_B) not
+    before its microbatch's forward on that stage, which creates the
+    buffer it receives into. Posting is non-blocking; each compute still
+    waits for its own receive where it did."""
+    recv_f, recv_b = _ts._ComputationType.RECV_F, _ts._ComputationType.RECV_B
+    forward = _ts._ComputationType.FORWARD
+    out: list[Any] = []
+    last = -1  # Where the previous receive now is.
+    for a in order:
+        if a.computation_type not in (recv_f, recv_b):
+            out.append(a)
+            continue
+        at = last + 1
+        if a.computation_type == recv_b:
+            for i in range(len(out) - 1, at - 1, -1):
+                b = out[i]
+                if (b.computation_type == forward
+                        and b.stage_index == a.stage_index
+                        and b.microbatch_index == a.microbatch_index):
+                    at = i + 1
+                    break
+        out.insert(at, a)
+        last = at
+    return out
+
+
 class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering."""
 
@@ -293,12 +323,16 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         # The compute-only order (torch's `pipeline_order`, which its own
         # tools print) and the order with communication that runs.
         self.pipeline_order = compute
-        if lowering == "torch":
+        if lowering in ("torch", "early"):
             # torch's own lowering passes add the sends, receives, waits
             # and gradient reductions to Stagecraft's compute order.
             self._prepare_schedule_with_comms(
                 {r: list(acts) for r, acts in compute.items()},
                 format="compute_only")
+            if lowering == "early":
+                self.pipeline_order_with_comms = {
+                    r: _receives_early(acts)
+                    for r, acts in self.pipeline_order_with_comms.items()}
             return
         # Stagecraft's CSV already retires each send (WAIT_SEND_F/B); torch's
         # runtime also wants each stage's gradient reduction after its last
@@ -314,16 +348,22 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = True, time_limit: float = 10.0,
-             recompute: str | None = None, lowering: str = "torch",
+             recompute: str | None = None, lowering: str = "auto",
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
 
     `lowering`: who adds the communication to the plan's compute order.
-    "torch" (default): torch's own lowering passes (`compute_only`, as for
-    a CSV handed to `_load_csv(format="compute_only")`), measured as fast
-    or faster on every kind (bench/torch-lowering-bench.py). "stagecraft":
-    the sends, receives and waits Stagecraft lowered and verified
-    deadlock-free with the plan.
+    "torch": torch's own lowering passes (`compute_only`, as for a CSV
+    handed to `_load_csv(format="compute_only")`); a plan with the order of
+    torch's single-stage GPipe or 1F1B runs on that class. "early": torch's
+    lowering with every receive posted as early as it may be
+    (`_receives_early`): gloo sends a message only once its receiver has
+    posted the receive, so a late receive leaves the sender's transport
+    thread to send it later, in the middle of the sender's next compute.
+    "auto" (default): 1F1B's order on torch's Schedule1F1B, everything else
+    "early", the fastest measured on each kind
+    (bench/torch-lowering-bench.py). "stagecraft": the sends, receives and
+    waits Stagecraft lowered and verified deadlock-free with the plan.
 
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
@@ -338,9 +378,9 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     """
     if not stages:
         raise ScheduleError("no stages given for this rank")
-    if lowering not in ("stagecraft", "torch"):
-        raise ScheduleError(f"lowering={lowering!r}: expected 'stagecraft' "
-                            "or 'torch'")
+    if lowering not in LOWERINGS:
+        raise ScheduleError(f"lowering={lowering!r}: expected one of "
+                            + ", ".join(repr(x) for x in LOWERINGS))
     num_stages = stages[0].num_stages
     ranks = stages[0].group_size
     rank = stages[0].group_rank
@@ -377,8 +417,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
-    single = _single_stage_class(plan) if lowering == "torch" and not kwargs \
-        else None
+    single, lowering = _runtime_for(plan, lowering, bool(kwargs))
     if single is not None:
         # The plan's order is exactly that of one of torch's single-stage
         # schedules, whose own step loop runs it faster than the
@@ -389,6 +428,27 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
         return runner
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, lowering=lowering, **kwargs)
+
+
+#: The `lowering`s `schedule` takes.
+LOWERINGS = ("auto", "early", "torch", "stagecraft")
+
+
+def _runtime_for(plan: Schedule, lowering: str,
+                 options: bool = False) -> tuple[Any, str]:
+    """Which of torch's runtimes runs `plan`, and with which lowering: a
+    single-stage class (its own step loop) where the plan has its order
+    and `lowering` lets it ("torch": GPipe or 1F1B; "auto": 1F1B, since
+    GPipe's order runs faster with early receives), otherwise None (the
+    multi-stage runtime) and the lowering it gets ("auto" is "early").
+    `options`: extra runtime options were given, which only the
+    multi-stage runtime takes."""
+    single = None
+    if lowering in ("auto", "torch") and not options:
+        single = _single_stage_class(plan)
+        if lowering == "auto" and single is not _ts.Schedule1F1B:
+            single = None
+    return single, "early" if lowering == "auto" else lowering
 
 
 def _single_stage_order(kind: str, stage: int, num_stages: int,

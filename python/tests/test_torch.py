@@ -47,12 +47,14 @@ def launch(tmp_path, mode, kind, world, n_mb=8, **env_vars):
     return [json.load(open(tmp_path / f"rank{r}.json")) for r in range(world)]
 
 
+@pytest.mark.parametrize("lowering", ["stagecraft", "early"])
 @pytest.mark.parametrize("kind", sct.KINDS)
-def test_stagecrafts_lowering_of_every_kind_equals_the_unpipelined_model(
-        tmp_path, kind):
+def test_every_lowering_of_every_kind_equals_the_unpipelined_model(
+        tmp_path, kind, lowering):
     # lowering="stagecraft": the communication Stagecraft lowered and
-    # verified with the plan (the default is torch's own lowering).
-    results = launch(tmp_path, "stagecraft-lowering", kind, 2)
+    # verified with the plan; "early": torch's lowering with every receive
+    # posted as early as it may be (the default is torch's own lowering).
+    results = launch(tmp_path, f"{lowering}-lowering", kind, 2)
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
@@ -256,6 +258,32 @@ def test_plans_nobody_chose_by_hand_equal_the_unpipelined_model(tmp_path):
         assert not bad, (r, bad, tmp_path)
 
 
+def test_early_receives_keep_their_order_and_follow_their_forward():
+    # Every receive goes as early as it may: after the receive before it
+    # (gloo and NCCL match a pair's messages in the order posted), and a
+    # RECV_B after its microbatch's forward on that stage (which creates
+    # its buffer); everything else keeps its order. A middle stage of
+    # 1F1B, as torch's lowering orders it:
+    from stagecraft.torch import _receives_early
+    from torch.distributed.pipelining import schedules as ts
+    order = ("1RECV_F0 1F0 1SEND_F0 1RECV_F1 1F1 1SEND_F1 1RECV_B0 1I0 "
+             "1SEND_B0 1RECV_F2 1F2 1SEND_F2 1RECV_B1 1I1 1SEND_B1 1RECV_B2 "
+             "1I2 1SEND_B2 1W0 1W1 1W2").split()
+    early = [str(a) for a in
+             _receives_early([ts._Action.from_str(c) for c in order])]
+    assert early[:5] == ["1RECV_F0", "1RECV_F1", "1F0", "1RECV_B0",
+                         "1RECV_F2"]
+    for kept in (lambda a: "RECV" in a, lambda a: "RECV" not in a):
+        assert ([a for a in early if kept(a)]
+                == [a for a in order if kept(a)])
+    for a in order:
+        if "RECV" in a:
+            # Never later than torch put it; a RECV_B after its forward.
+            assert early.index(a) <= order.index(a)
+            if "RECV_B" in a:
+                assert early.index(a) > early.index(a.replace("RECV_B", "F"))
+
+
 def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     # A plan whose every rank runs exactly torch's single-stage GPipe or 1F1B
     # order goes to that class (its own step loop, faster than the
@@ -271,6 +299,20 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     few = sc.Problem(ranks=4, microbatches=2,
                      stages=[sc.Stage() for _ in range(4)])
     assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
+    # Which runtime each lowering gives: by default ("auto") 1F1B's order on
+    # Schedule1F1B and every other order, GPipe's too, on the multi-stage
+    # runtime with early receives; "torch" keeps both classes; "early" and
+    # "stagecraft" never take them, nor does any extra runtime option.
+    pipe = torch.distributed.pipelining
+    p = sc.Problem(ranks=2, microbatches=4, stages=[sc.Stage(), sc.Stage()])
+    one, gpipe, zb = (sct.plan(p, kind=k) for k in ("1f1b", "gpipe", "zb-h1"))
+    assert sct._runtime_for(one, "auto") == (pipe.Schedule1F1B, "early")
+    assert sct._runtime_for(gpipe, "auto") == (None, "early")
+    assert sct._runtime_for(zb, "auto") == (None, "early")
+    assert sct._runtime_for(gpipe, "torch") == (pipe.ScheduleGPipe, "torch")
+    assert sct._runtime_for(one, "torch", options=True) == (None, "torch")
+    for lowering in ("early", "stagecraft"):
+        assert sct._runtime_for(one, lowering) == (None, lowering)
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])
@@ -334,6 +376,17 @@ def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
         assert len(t["overhead"]) == 2 and min(t["overhead"]) >= 0
         assert t["replanned"] > 0
         assert t["details"]["message_overhead"] >= 0
+        # Per rank, what the threads did per step (Linux keeps the figures):
+        # the step() thread ran and may have waited for a CPU, within the
+        # time the trace was open; the process's other threads (gloo's)
+        # ran too. The report says so.
+        for rank, res in enumerate(results):
+            usage = res[who]["cpu"][rank]
+            assert usage is not None
+            assert 0 < usage["run"] and usage["wait"] >= 0
+            assert usage["run"] + usage["wait"] <= res[who]["open_ms"] / 3
+            assert usage["others"] and min(usage["others"].values()) >= 0
+            assert f"rank {rank}: per step, the step() thread ran" in report
 
 
 def random_problem(rng, ranks, n, n_mb, cheapest_fused=None):

@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -38,6 +39,7 @@ from torch.distributed.pipelining import schedules as ts
 
 import stagecraft as sc
 import stagecraft.torch as sct
+from stagecraft._torch_trace import _threads
 
 D, HEADS, T, V, B = 32, 4, 16, 64, 2
 
@@ -222,41 +224,68 @@ def ends_of(runner):
     return any(st.is_first for st in stages), any(st.is_last for st in stages)
 
 
-def alternate(runners, steps, n_mb, has_first=None, has_last=None):
+def alternate(runners, steps, n_mb, has_first=None, has_last=None,
+              around=None):
     """Seconds of each runner's steps, the runners taking turns step by step
     (their order reversed every other step) after one warm-up step each.
-    Without has_first / has_last, each runner's own stages say."""
+    Without has_first / has_last, each runner's own stages say. `around`,
+    when given, is called as around(who, run) for each measured step, and
+    must call run()."""
     times = {who: [] for who in runners}
     for step in range(steps + 1):
         order = list(runners) if step % 2 == 0 else list(runners)[::-1]
         for who in order:
             first, last = ((has_first, has_last) if has_first is not None
                            else ends_of(runners[who]))
-            dist.barrier()
-            t0 = time.perf_counter()
-            run_step(runners[who], n_mb, first, last)
-            dist.barrier()
-            if step > 0:
-                times[who].append(time.perf_counter() - t0)
+
+            def run():
+                dist.barrier()
+                t0 = time.perf_counter()
+                run_step(runners[who], n_mb, first, last)
+                dist.barrier()
+                return time.perf_counter() - t0
+            if step == 0:
+                run()
+            elif around is None:
+                times[who].append(run())
+            else:
+                around(who, lambda: times[who].append(run()))
     return times
 
 
 def lowering_bench(kind, rank, world, n_mb, steps=20):
-    """Step seconds of one Stagecraft plan lowered by Stagecraft and by
-    torch, the two alternating step by step; medians and all steps."""
+    """Step ms of one Stagecraft plan under each lowering and of torch's
+    own schedule of the kind (where it has one), all alternating step by
+    step; per runner the median and all steps, and the CPU ms per step of
+    this rank's threads other than the one that calls step() (gloo's
+    transport)."""
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
     plan = sct.plan(problem, kind=kind, time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
     runners = {}
-    for how in ("stagecraft", "torch"):
+    for how in ("torch", "early", "stagecraft"):
         _, stages = build(mine, num_stages)
         runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
                                     lowering=how)
-    times = alternate(runners, steps, n_mb, 0 in mine, num_stages - 1 in mine)
-    return {how: statistics.median(t) for how, t in times.items()} | {
-        "all": times}
+    if kind in TORCH_CLASS:
+        _, stages = build(mine, num_stages)
+        runners["builtin"] = torch_schedule(kind, stages, n_mb)
+    others = {how: 0.0 for how in runners}
+
+    def timed(how, run):
+        before = _threads()
+        run()
+        after = _threads()
+        me = threading.get_native_id()
+        others[how] += sum(v[1] - before.get(t, (None, 0, 0))[1]
+                           for t, v in after.items() if t != me) / 1e6
+
+    times = alternate(runners, steps, n_mb, 0 in mine, num_stages - 1 in mine,
+                      around=timed)
+    return {how: 1e3 * statistics.median(t) for how, t in times.items()} | {
+        "all": times, "others": {h: c / steps for h, c in others.items()}}
 
 
 def differential(rank, world, n_mb, seeds, out_dir):
@@ -393,9 +422,11 @@ def traced(kind, rank, world, n_mb, steps=3):
         runner = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
                   if who == "stagecraft" else torch_schedule(kind, stages, n_mb))
         run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+        opened = time.perf_counter()
         with sct.trace(runner) as t:
             for _ in range(steps):
                 run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+        open_ms = 1e3 * (time.perf_counter() - opened)
         details = {}
         calibrated = sct.calibrate(t, problem, details=details)
         again = sct.plan(calibrated, kind="auto", time_limit=1.0)
@@ -403,7 +434,7 @@ def traced(kind, rank, world, n_mb, steps=3):
             "computes": t.computes, "waits": t.waits, "steps": t.steps,
             "step_times": t.step_times(), "report": t.report(plan),
             "chrome": json.loads(t.chrome_trace(plan)),
-            "overhead": t.overhead(),
+            "overhead": t.overhead(), "cpu": t.cpu(), "open_ms": open_ms,
             "calibrated": [[s.forward, s.backward_input, s.backward_weight]
                            for s in calibrated.stages],
             "latency": calibrated.latency, "details": details,
@@ -636,6 +667,8 @@ def main():
             result = equal(kind, rank, world, n_mb)
         elif mode == "stagecraft-lowering":
             result = equal(kind, rank, world, n_mb, lowering="stagecraft")
+        elif mode == "early-lowering":
+            result = equal(kind, rank, world, n_mb, lowering="early")
         elif mode == "lowering":
             result = lowering_bench(kind, rank, world, n_mb)
         elif mode == "recompute":
