@@ -17,16 +17,17 @@ of MODELS x SHAPES x MICROBATCHES:
 
 One launch runs python/tests/torch_worker.py's `grid` mode: costs
 profiled; auto and every Stagecraft kind that plans on the shape's
-placement planned and traced (3 steps each) beside the built-ins; the
-costs calibrated from all the traces; every kind planned again, and auto
-once within the simulated peak memory of each built-in ("auto within
-X's memory"); those plans (a plan whose order repeats another's runs
-once, for both) and the built-ins then alternate step by step, 20 steps
-each after a warm-up, and one more step of each measures its peak
-activation memory per rank (`stagecraft.torch.activation_memory`: the
-bytes autograd saves for backward). RUNS launches per configuration;
-a schedule's figure is the median over launches of each launch's median
-step, with the range of those medians.
+placement planned and traced (3 steps each, after 10 warm-up steps)
+beside the built-ins; the costs calibrated from all the traces; every
+kind planned again, and auto once within the simulated peak memory of
+each built-in ("auto within X's memory"); those plans (a plan whose
+order repeats another's runs once, for both) and the built-ins then
+alternate step by step, 20 steps each after a warm-up, and one more step
+of each measures its peak activation memory per rank
+(`stagecraft.torch.activation_memory`: the bytes autograd saves for
+backward). RUNS launches per configuration; a schedule's figure is the
+median over launches of each launch's median step, with the range of
+those medians.
 
     build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MODELS] [SHAPES] [MICROBATCHES]
 
@@ -64,7 +65,15 @@ for model in models:
     print("|---|---|---|---|---|---|---|---|")
     for shape in shapes:
         for n_mb in counts:
-            results = [launch("grid", shape, 2, n_mb) for _ in range(runs)]
+            results = []
+            for _ in range(runs):
+                try:
+                    results.append(launch("grid", shape, 2, n_mb))
+                except SystemExit as failed:  # Said, and the others go on.
+                    print(f"\n{model} {shape} m={n_mb}: a launch failed: "
+                          f"{failed}\n", file=sys.stderr, flush=True)
+            if not results:
+                continue
             names = [who for who in results[0]["median"]
                      if all(who in r["median"] for r in results)]
             med = {who: [1e3 * r["median"][who] for r in results]

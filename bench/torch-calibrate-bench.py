@@ -5,7 +5,7 @@ stagecraft.torch on 2 gloo processes (one per core, one thread each), the
 small transformer of python/tests/torch_worker.py (one block per stage),
 8 microbatches. Its makespan is simulated on the costs `sct.profile`
 measures, and on the costs `sct.calibrate` fits to 5 traced steps (after
-a warm-up); both against the median of 20 further steps, barrier to
+10 warm-up steps); both against the median of 20 further steps, barrier to
 barrier, and against the traced steps' time from the first compute to the
 last (what the makespan models; the rest is step()'s own work before and
 after). RUNS launches per kind; the table gives the median and range of

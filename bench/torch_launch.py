@@ -27,10 +27,11 @@ def launch(mode, kind, world=2, n_mb=8, timeout=900, all_ranks=False):
              str(n_mb)], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for r in range(world)]
-        for p in procs:
-            text, _ = p.communicate(timeout=timeout)
-            if p.returncode != 0:
-                sys.exit(f"{mode} {kind}: a rank failed:\n{text[-2000:]}")
+        texts = [p.communicate(timeout=timeout)[0] for p in procs]
+        failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            sys.exit(f"{mode} {kind}: rank(s) {failed} failed:\n" + "\n".join(
+                f"--- rank {r}:\n{texts[r][-2500:]}" for r in failed))
         results = []
         for r in range(world if all_ranks else 1):
             with open(os.path.join(out, f"rank{r}.json")) as f:
