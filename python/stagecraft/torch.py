@@ -310,14 +310,60 @@ def _receives_early(order: list[Any]) -> list[Any]:
     return out
 
 
+def _message_order_mismatch(order: dict[int, list[Any]],
+                            placement: list[int]) -> str | None:
+    """Where the lowered `order` (every rank's actions with communication)
+    would pair a message with the wrong receive, or None. torch's stages
+    send and receive without tags, so gloo and NCCL match the messages
+    from one rank to another in the order they were posted: the sender's
+    sends to a rank must come in the order that rank posts its receives
+    from the sender, or two messages of one shape silently swap. torch's
+    lowering posts the receives in the order the messages are sent, and
+    Stagecraft's sends in the order each receiver consumes; a plan whose
+    consumer takes the microbatches in another order than its producer
+    made them tests both."""
+    t = _ts._ComputationType
+    sent: dict[tuple[int, int], list[str]] = {}
+    posted: dict[tuple[int, int], list[str]] = {}
+    for rank, acts in order.items():
+        for a in acts:
+            s, k = a.stage_index, a.microbatch_index
+            if a.computation_type == t.SEND_F:
+                sent.setdefault((rank, placement[s + 1]), []).append(
+                    f"{s}F{k} output")
+            elif a.computation_type == t.SEND_B:
+                sent.setdefault((rank, placement[s - 1]), []).append(
+                    f"{s}'s input gradient of microbatch {k}")
+            elif a.computation_type == t.RECV_F:
+                posted.setdefault((placement[s - 1], rank), []).append(
+                    f"{s - 1}F{k} output")
+            elif a.computation_type == t.RECV_B:
+                posted.setdefault((placement[s + 1], rank), []).append(
+                    f"{s + 1}'s input gradient of microbatch {k}")
+    for (src, dst), messages in sorted(sent.items()):
+        receives = posted.get((src, dst), [])
+        for i, (m, r) in enumerate(zip(messages, receives)):
+            if m != r:
+                return (f"rank {src}'s message {i} to rank {dst} is the {m}, "
+                        f"but rank {dst}'s receive {i} from rank {src} waits "
+                        f"for the {r}")
+    return None
+
+
 class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
-    """torch's runtime, loaded with a Stagecraft plan instead of lowering."""
+    """torch's runtime, loaded with a Stagecraft plan instead of lowering.
+
+    The last stage's losses are kept by microbatch: torch's runtime keeps
+    them in a list in the order the forwards ran and reads microbatch k's
+    at index k, which is another microbatch's loss (or none) once a plan
+    runs the last stage's forwards out of microbatch order."""
 
     def __init__(self, stages, n_microbatches, loss_fn, plan: Schedule,
                  scale_grads: bool, lowering: str = "torch", **kwargs):
         super().__init__(stages, n_microbatches, loss_fn=loss_fn,
                          scale_grads=scale_grads, **kwargs)
         self.stagecraft_plan = plan
+        self._losses_of: dict[int, Any] = {}
         compute = {r: [_ts._Action.from_str(a) for a in plan.actions(r)]
                    for r in range(plan.num_ranks)}
         # The compute-only order (torch's `pipeline_order`, which its own
@@ -333,15 +379,50 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
                 self.pipeline_order_with_comms = {
                     r: _receives_early(acts)
                     for r, acts in self.pipeline_order_with_comms.items()}
-            return
-        # Stagecraft's CSV already retires each send (WAIT_SEND_F/B); torch's
-        # runtime also wants each stage's gradient reduction after its last
-        # backward, which torch's own pass inserts without moving anything.
-        with_comms = {
-            r: _ts._add_reduce_grad(acts, n_microbatches)
-            for r, acts in _actions_with_comms(plan).items()
-        }
-        self._prepare_schedule_with_comms(with_comms, format="compute_comms")
+        else:
+            # Stagecraft's CSV already retires each send (WAIT_SEND_F/B);
+            # torch's runtime also wants each stage's gradient reduction
+            # after its last backward, which torch's own pass inserts
+            # without moving anything.
+            with_comms = {
+                r: _ts._add_reduce_grad(acts, n_microbatches)
+                for r, acts in _actions_with_comms(plan).items()
+            }
+            self._prepare_schedule_with_comms(with_comms,
+                                              format="compute_comms")
+        wrong = _message_order_mismatch(self.pipeline_order_with_comms,
+                                        plan.placement)
+        if wrong is not None:
+            # torch's lowering posts the receives in the order the
+            # messages are sent, and Stagecraft's sends in the order the
+            # receiver consumes; this guards the pairing either way.
+            raise ScheduleError(
+                f"lowering={lowering!r} of this {plan.kind} plan would "
+                f"pair a message with the wrong receive: {wrong}")
+
+    def _maybe_compute_loss(self, stage, output, target_mbs, mb_index,
+                            *args, **kwargs):
+        if stage.is_last and self._loss_fn is not None:
+            self._losses_of[mb_index] = self._compute_loss(
+                output, target_mbs[mb_index], *args, **kwargs)
+
+    def _maybe_get_loss(self, stage, mb_index):
+        if not (stage.is_last and self._loss_fn is not None):
+            return None
+        if mb_index not in self._losses_of:
+            raise RuntimeError(
+                f"stage {stage.stage_index}: the backward of microbatch "
+                f"{mb_index} runs before its forward computed the loss")
+        return self._losses_of[mb_index]
+
+    def _update_losses(self, stages, losses):
+        # torch's own bookkeeping, given the losses in microbatch order.
+        self._internal_losses[:] = [self._losses_of[k]
+                                    for k in sorted(self._losses_of)]
+        self._losses_of.clear()
+        super()._update_losses(stages, losses)
+
+
 
 
 def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 import stagecraft as sc  # noqa: E402
 import stagecraft.torch as sct  # noqa: E402
+from torch.distributed.pipelining import schedules as ts  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_worker.py")
 TIMEOUT_S = 240
@@ -58,6 +59,49 @@ def test_every_lowering_of_every_kind_equals_the_unpipelined_model(
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
+
+
+@pytest.mark.parametrize("kind", ["1f1b", "zb-h2", "zb-v", "dualpipev"])
+def test_plans_that_take_microbatches_out_of_order_run_right_or_are_refused(
+        tmp_path, kind):
+    # torch's runtime reads microbatch k's loss at index k of the losses in
+    # the order the forwards ran, and its stages match messages in the
+    # order posted: a plan whose stages take the microbatches out of order
+    # must still train exactly, under every lowering that can run it.
+    results = launch(tmp_path, "out-of-order", kind, 2)
+    for r, res in enumerate(results):
+        for lowering in sct.LOWERINGS:
+            got = res[lowering]
+            assert got["grad_err"] <= 1e-5, (r, lowering, got)
+            assert got["loss_err"] <= 1e-5, (r, lowering, got)
+            got = res[f"swapped {lowering}"]
+            assert "error" not in got, (r, lowering, got)
+            assert got["grad_err"] <= 1e-5, (r, lowering, got)
+            assert got["loss_err"] <= 1e-5, (r, lowering, got)
+    # One loss per microbatch, reported by the last stage's rank.
+    for lowering in sct.LOWERINGS:
+        assert sum(res[lowering]["losses"] for res in results) == 8
+        assert sum(res[f"swapped {lowering}"]["losses"]
+                   for res in results) == 8
+
+
+def test_a_message_paired_with_the_wrong_receive_is_found():
+    # The guard every lowered order passes: one rank's sends to another in
+    # the order that rank posts its receives from it.
+    A = ts._Action.from_str
+    sends = [A("0F0"), A("0SEND_F0"), A("0F1"), A("0SEND_F1")]
+    right = {0: sends, 1: [A("1RECV_F0"), A("1RECV_F1"), A("1F1"),
+                           A("1F0")]}
+    assert sct._message_order_mismatch(right, [0, 1]) is None
+    wrong = {0: sends, 1: [A("1RECV_F1"), A("1F1"), A("1RECV_F0"),
+                           A("1F0")]}
+    assert sct._message_order_mismatch(wrong, [0, 1]) == (
+        "rank 0's message 0 to rank 1 is the 0F0 output, but rank 1's "
+        "receive 0 from rank 0 waits for the 0F1 output")
+    grads = {1: [A("1B1"), A("1SEND_B1"), A("1B0"), A("1SEND_B0")],
+             0: [A("0RECV_B0"), A("0RECV_B1"), A("0B1"), A("0B0")]}
+    assert "1's input gradient of microbatch 1, but" in \
+        sct._message_order_mismatch(grads, [0, 1])
 
 
 def assert_equal_to_unpipelined(results, n_mb=8):

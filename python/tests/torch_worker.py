@@ -25,6 +25,7 @@ Each rank writes OUT_DIR/rank<R>.json.
 
 import json
 import os
+import re
 import statistics
 import sys
 import threading
@@ -185,12 +186,23 @@ def torch_schedule(kind, stages, n_mb):
     return cls(stages, n_mb, loss_fn=loss_fn)
 
 
-def equal(kind, rank, world, n_mb, recompute=None, lowering="torch"):
+def relabeled(plan, problem, perm):
+    """`plan` with microbatch k renamed perm[k] on every stage: as valid a
+    plan, whose stages run the microbatches out of their order."""
+    text = re.sub(r"(\d+)([FIBW])(\d+)",
+                  lambda m: f"{m[1]}{m[2]}{perm[int(m[3])]}", plan.to_csv())
+    return sc.from_csv(problem, text)
+
+
+def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
+          reorder=None):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage(recomputed=0.1)
                                  for _ in range(num_stages)])
     plan = sct.plan(problem, kind=kind, time_limit=1.0, recompute=recompute)
+    if reorder is not None:
+        plan = reorder(plan, problem)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
     runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering=lowering)
@@ -218,6 +230,43 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch"):
     return result
 
 
+def out_of_order(kind, rank, world, n_mb):
+    """Plans whose stages take the microbatches out of their order. Every
+    lowering of KIND's plan with microbatch k renamed (3k + 1) mod n_mb on
+    every stage, against the unpipelined model; and a two-stage plan whose
+    second stage takes each pair of forwards swapped (1F1 before 1F0),
+    under every lowering: its receives must pair with the right
+    messages."""
+    perm = [(3 * k + 1) % n_mb for k in range(n_mb)]
+    out = {}
+    for lowering in sct.LOWERINGS:
+        out[lowering] = equal(
+            kind, rank, world, n_mb, lowering=lowering,
+            reorder=lambda plan, problem: relabeled(plan, problem, perm))
+    swap = [k ^ 1 for k in range(n_mb)]
+    rows = [[f"0F{k}" for k in range(n_mb)] + [f"0B{k}" for k in swap],
+            [f"1F{k}" for k in swap] + [f"1B{k}" for k in swap]]
+    problem = sc.Problem(ranks=2, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(2)])
+    plan = sc.from_csv(problem, "\n".join(",".join(r) for r in rows) + "\n")
+    for lowering in sct.LOWERINGS:
+        mods, stages = build([rank], 2)
+        try:
+            runner = sct.schedule(stages, n_mb, loss_fn, plan=plan,
+                                  lowering=lowering)
+        except sc.ScheduleError as e:
+            out[f"swapped {lowering}"] = {"error": str(e)}
+            continue
+        losses = run_step(runner, n_mb, rank == 0, rank == 1)
+        ref_losses, grads = reference(2, n_mb)
+        out[f"swapped {lowering}"] = {
+            "grad_err": max_rel_err(mods, grads),
+            "loss_err": max((abs(a - b) / abs(b) for a, b in
+                             zip(losses, ref_losses)), default=0.0),
+            "losses": len(losses)}
+    return out
+
+
 def ends_of(runner):
     """Whether the runner's stages here hold the first and the last."""
     stages = getattr(runner, "_stages", None) or [runner._stage]
@@ -241,7 +290,10 @@ def alternate(runners, steps, n_mb, has_first=None, has_last=None,
             def run():
                 dist.barrier()
                 t0 = time.perf_counter()
-                run_step(runners[who], n_mb, first, last)
+                try:
+                    run_step(runners[who], n_mb, first, last)
+                except Exception as e:  # Name the schedule that failed.
+                    raise RuntimeError(f"a step of {who} failed") from e
                 dist.barrier()
                 return time.perf_counter() - t0
             if step == 0:
@@ -269,6 +321,12 @@ def lowering_bench(kind, rank, world, n_mb, steps=20):
         _, stages = build(mine, num_stages)
         runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
                                     lowering=how)
+    if sct._runtime_for(plan, "torch")[0] is not None:
+        # "torch" ran on a single-stage class: torch's lowering of the same
+        # order on the multi-stage runtime, which "early" runs on.
+        _, stages = build(mine, num_stages)
+        runners["multi"] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+                                                  True, lowering="torch")
     if kind in TORCH_CLASS:
         _, stages = build(mine, num_stages)
         runners["builtin"] = torch_schedule(kind, stages, n_mb)
@@ -622,7 +680,12 @@ def grid(shape, rank, world, n_mb, steps=20):
         seen[csv] = who
         _, stages = build(sct.stage_indices(p, rank), num_stages)
         runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
-    times = alternate(runners, steps, n_mb)
+    try:
+        times = alternate(runners, steps, n_mb)
+    except RuntimeError:
+        for who, p in plans.items():
+            print(f"--- {who}:\n{p.to_csv()}", file=sys.stderr, flush=True)
+        raise
     peaks = {}
     for who, runner in runners.items():
         with sct.activation_memory(runner) as m:
@@ -678,6 +741,8 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="stagecraft")
         elif mode == "early-lowering":
             result = equal(kind, rank, world, n_mb, lowering="early")
+        elif mode == "out-of-order":
+            result = out_of_order(kind, rank, world, n_mb)
         elif mode == "lowering":
             result = lowering_bench(kind, rank, world, n_mb)
         elif mode == "recompute":
