@@ -62,7 +62,7 @@ def test_every_lowering_of_every_kind_equals_the_unpipelined_model(
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-h2", "zb-v", "dualpipev"])
-def test_plans_that_take_microbatches_out_of_order_run_right_or_are_refused(
+def test_plans_that_take_microbatches_out_of_order_train_exactly(
         tmp_path, kind):
     # torch's runtime reads microbatch k's loss at index k of the losses in
     # the order the forwards ran, and its stages match messages in the
