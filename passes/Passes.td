@@ -130,7 +130,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
            "Schedule kind: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
-           "zb-v, dualpipev, helix, auto or exact (default 1f1b)">,
+           "zb-v, dualpipev, helix, auto, exact or ilp (default 1f1b)">,
     Option<"chunks", "chunks", "int", /*default=*/"0",
            "Stages per rank for interleaved-1f1b (default 0: stages / "
            "ranks)">,
@@ -139,7 +139,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "auto; no limit for the fixed kinds). A fixed kind whose peak "
            "exceeds a given limit fails">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"10.0",
-           "Seconds the auto or exact search may take (default 10)">,
+           "Seconds the auto, exact or ilp search may take (default 10)">,
     Option<"folds", "folds", "int", /*default=*/"2",
            "helix: groups of ranks microbatches interleaved layer by layer "
            "(default 2)">,
@@ -152,7 +152,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "What auto and the zero-bubble kinds minimize: makespan (one "
            "step between barriers, as torch's runtime runs; the default) or "
            "span (the largest per-rank span: the steady-state step when "
-           "steps overlap). kind=exact: makespan only">,
+           "steps overlap). kind=exact: makespan only; kind=ilp: either">,
     Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "

@@ -122,7 +122,7 @@ struct SchedulePass
     SymbolTable symbols(module);
     for (PipelineOp pipeline :
          llvm::make_early_inc_range(module.getOps<PipelineOp>())) {
-      if (kind != "auto" && kind != "exact") {
+      if (kind != "auto" && kind != "exact" && kind != "ilp") {
         llvm::Expected<sched::ScheduleKind> parsed =
             sched::parseScheduleKind(kind);
         if (!parsed) {

@@ -7,6 +7,7 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libfmt-dev libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
+  pkg-config coinor-libcbc-dev
   clang-format-19
 )
 missing=()

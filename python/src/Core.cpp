@@ -17,6 +17,7 @@
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/CostFit.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/search/IlpSearch.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
 
@@ -637,6 +638,8 @@ NB_MODULE(_core, m) {
           names.push_back(scheduleKindName(static_cast<ScheduleKind>(k)).str());
         names.push_back("auto");
         names.push_back("exact");
+        if (ilpAvailable())
+          names.push_back("ilp");
         return names;
       },
       "Every schedule kind.");

@@ -7,6 +7,7 @@
 #include "scheduler/search/ScheduleByName.h"
 #include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/ExactSearch.h"
+#include "scheduler/search/IlpSearch.h"
 
 #include <fmt/format.h>
 
@@ -179,6 +180,43 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
                           "{} placements proven); best found: {}; {} nodes",
                           exact->placementsProven, exact->placements,
                           exact->found, exact->nodes);
+    return result;
+  }
+  if (request.kind == "ilp") {
+    if (request.chunks > 1)
+      return fail("chunks applies to interleaved-1f1b only; the ILP solves "
+                  "on auto's placement");
+    if (request.recompute && *request.recompute != RecomputePolicy::None)
+      return fail("the ILP does not plan recomputation; use kind=auto with "
+                  "recompute=");
+    llvm::Expected<IlpOverAuto> ilp = ilpOverAuto(
+        problem, request.memoryLimit, request.timeLimit, request.objective);
+    if (!ilp)
+      return ilp.takeError();
+    llvm::Expected<Timeline> t = simulate(problem, ilp->schedule);
+    if (!t)
+      return t.takeError();
+    result.schedule = std::move(ilp->schedule);
+    result.timeline = std::move(*t);
+    result.recompute = "none";
+    result.lowerBound = lowerBound(problem);
+    result.memoryAwareBound = ilp->memoryAwareBound;
+    const std::string what =
+        request.objective == Objective::Span ? "span" : "makespan";
+    const std::string from = ilp->improved
+                                 ? fmt::format("improved on auto's {} ({:g})",
+                                               ilp->autoName, ilp->autoValue)
+                                 : fmt::format("auto's {} kept", ilp->autoName);
+    result.choice =
+        ilp->optimal
+            ? fmt::format("ilp: {} {:g} optimal on auto's placement ({}; {} "
+                          "order variables)",
+                          what, ilp->value, from, ilp->orderVariables)
+            : fmt::format("ilp: {} {:g}, solver bound {:g} on auto's "
+                          "placement, not proven within the time limit ({}; "
+                          "{} order variables)",
+                          what, ilp->value, ilp->bound, from,
+                          ilp->orderVariables);
     return result;
   }
   if (request.kind == "auto") {
