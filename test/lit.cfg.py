@@ -29,6 +29,10 @@ llvm_config.with_environment("PATH", config.stagecraft_tools_dir, append_path=Tr
 tools = ["stagecraft-opt", "stagecraft-translate", "stagecraft-run", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.stagecraft_tools_dir, config.llvm_tools_dir])
 
+# kind=ilp's tests run where the build has its solver (CBC).
+if config.stagecraft_have_cbc:
+    config.available_features.add("ilp")
+
 # MPI tests run when the build has the mpi backend and mpirun exists. As root
 # (CI), Open MPI needs --allow-run-as-root; two cores need --oversubscribe.
 import shutil

@@ -128,10 +128,9 @@ Graph buildGraph(const Problem &problem, llvm::ArrayRef<int> placement) {
   // Heads forwards, tails backwards, reachability in topological order
   // (every edge goes from a lower index to a higher one).
   const int count = static_cast<int>(g.items.size());
-  std::sort(g.edges.begin(), g.edges.end(),
-            [](const Graph::Edge &a, const Graph::Edge &b) {
-              return a.to < b.to;
-            });
+  std::sort(
+      g.edges.begin(), g.edges.end(),
+      [](const Graph::Edge &a, const Graph::Edge &b) { return a.to < b.to; });
   const size_t words = (count + 63) / 64;
   g.reach.assign(count, llvm::SmallVector<uint64_t, 8>(words, 0));
   for (const Graph::Edge &e : g.edges) {
@@ -471,15 +470,15 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
   if (infeasible)
     result.bound = result.value;
   result.bound = std::min(std::max(result.bound, known), result.value);
-  result.optimal = result.value <= result.bound + kEps * std::max(1.0, result.bound);
+  result.optimal =
+      result.value <= result.bound + kEps * std::max(1.0, result.bound);
   return result;
 #endif
 }
 
 llvm::Expected<IlpOverAuto>
-stagecraft::pipe::sched::ilpOverAuto(const Problem &problem,
-                                     double memoryLimit, double timeLimit,
-                                     Objective objective) {
+stagecraft::pipe::sched::ilpOverAuto(const Problem &problem, double memoryLimit,
+                                     double timeLimit, Objective objective) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
   if (llvm::Error err = checkSupported(problem))
@@ -501,10 +500,9 @@ stagecraft::pipe::sched::ilpOverAuto(const Problem &problem,
   IlpOptions options;
   options.memoryLimit.assign(problem.ranks, found->memoryLimit);
   options.objective = objective;
-  options.timeLimit =
-      timeLimit - std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - begin)
-                      .count();
+  options.timeLimit = timeLimit - std::chrono::duration<double>(
+                                      std::chrono::steady_clock::now() - begin)
+                                      .count();
   options.initial = found->schedule;
   llvm::Expected<IlpResult> ilp =
       ilpSchedule(problem, found->schedule.placement, options);

@@ -1,6 +1,6 @@
 //===- ScheduleByName.cpp - A schedule by kind name, with searches --------===//
 //
-// `scheduleByName`: a fixed kind, auto or exact, with recomputation.
+// `scheduleByName`: a fixed kind, auto, exact or ilp, with recomputation.
 //
 //===----------------------------------------------------------------------===//
 

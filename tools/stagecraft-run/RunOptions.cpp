@@ -30,9 +30,11 @@ static cl::opt<std::string> cudaTransport(
              "rank has a GPU of its own; default)"));
 static cl::opt<std::string> scheduleKind(
     "schedule", cl::cat(runCategory),
-    cl::desc("schedule a spec with this kind before running: gpipe, 1f1b, "
-             "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix or auto "
-             "(default: the pipe.schedule in the file)"));
+    cl::desc(
+        "schedule a spec with this kind before running: gpipe, 1f1b, "
+        "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto, exact "
+        "or ilp "
+        "(default: the pipe.schedule in the file)"));
 static cl::opt<int> chunks("chunks", cl::init(0), cl::cat(runCategory),
                            cl::desc("chunks for interleaved-1f1b (default 0: "
                                     "stages / ranks)"));
