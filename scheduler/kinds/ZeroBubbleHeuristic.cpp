@@ -506,8 +506,11 @@ VHeuristic::run(bool fillF, bool fillB, const std::vector<double> &approvedIn) {
 /// simulated one, so only those whose estimate beats the best so far are
 /// simulated (fastest estimate first).
 struct Best {
+  /// What "fastest" means; the estimates (the heuristic's own end times)
+  /// order the simulations and, for the makespan, stop them early.
+  Objective objective = Objective::Makespan;
   std::optional<Schedule> schedule;
-  double makespan = 0.0;
+  double value = 0.0;
   std::string lastError;
   std::vector<std::pair<double, Schedule>> pending;
 
@@ -519,16 +522,17 @@ struct Best {
         pending.begin(), pending.end(),
         [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[estimate, s] : pending) {
-      if (schedule && estimate >= makespan - kEps)
+      if (schedule && objective == Objective::Makespan &&
+          estimate >= value - kEps)
         break;
       llvm::Expected<Timeline> t = simulate(problem, s);
       if (!t) {
         lastError = llvm::toString(t.takeError());
         continue;
       }
-      if (!schedule || t->makespan < makespan - kEps) {
+      if (!schedule || t->value(objective) < value - kEps) {
         schedule = std::move(s);
-        makespan = t->makespan;
+        value = t->value(objective);
       }
     }
     pending.clear();
@@ -553,7 +557,8 @@ struct Best {
 llvm::Expected<Schedule>
 stagecraft::pipe::sched::zeroBubbleChain(const Problem &problem,
                                          llvm::ArrayRef<int> placement,
-                                         llvm::ArrayRef<double> memoryLimit) {
+                                         llvm::ArrayRef<double> memoryLimit,
+                                         Objective objective) {
   // Blocks in chain order.
   std::vector<std::vector<int>> blocks;
   std::vector<int> blockRank;
@@ -573,6 +578,7 @@ stagecraft::pipe::sched::zeroBubbleChain(const Problem &problem,
   ChainHeuristic heuristic(units, problem.microbatches, problem.latency,
                            limits);
   Best best;
+  best.objective = objective;
   for (int variant = 0; variant < 8; ++variant) {
     auto order = heuristic.run(variant & 1, variant & 2, variant & 4);
     if (!order)

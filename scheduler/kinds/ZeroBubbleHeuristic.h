@@ -13,6 +13,7 @@
 #define STAGECRAFT_SCHEDULER_KINDS_ZEROBUBBLEHEURISTIC_H
 
 #include "scheduler/model/Schedule.h"
+#include "scheduler/model/Simulator.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -22,11 +23,14 @@
 namespace stagecraft::pipe::sched {
 
 /// The contiguous zero-bubble heuristic on \p placement (contiguous blocks,
-/// one per rank, in chain order) with per-rank \p memoryLimit. Fails if no
+/// one per rank, in chain order) with per-rank \p memoryLimit; of its
+/// variants, the one with the least \p objective (the makespan, or the
+/// largest per-rank span, as the paper's bubble rates count). Fails if no
 /// variant fits the limits.
-llvm::Expected<Schedule> zeroBubbleChain(const Problem &problem,
-                                         llvm::ArrayRef<int> placement,
-                                         llvm::ArrayRef<double> memoryLimit);
+llvm::Expected<Schedule>
+zeroBubbleChain(const Problem &problem, llvm::ArrayRef<int> placement,
+                llvm::ArrayRef<double> memoryLimit,
+                Objective objective = Objective::Makespan);
 
 /// The V-shape heuristic on the V \p placement (rank r hosts stages r and
 /// 2p - 1 - r) with per-rank \p memoryLimit. Fails if no variant fits.

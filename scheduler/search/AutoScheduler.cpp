@@ -643,6 +643,17 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
                       scheduleKindName(kind).str() + " on the stages in order");
   }
 
+  // The zero-bubble paper's own search (ZB-1p at 1F1B's memory, ZB-2p at
+  // twice it): its heuristic on a contiguous placement within the memory
+  // limit, the variant chosen by the objective.
+  if (problem.isChain())
+    for (const NamedPlacement &np : placements)
+      if (isContiguous(np.placement) && !search.outOfTime())
+        search.consider(
+            zeroBubbleChain(problem, np.placement,
+                            std::vector<double>(p, limit), objective),
+            "zero-bubble heuristic at the memory limit");
+
   // The V heuristic planned for more link latency than there is (more
   // slack in its offsets and W fills), then simulated with the real one.
   if (problem.latency > 0.0 && problem.numStages() == 2 * p) {
