@@ -554,11 +554,9 @@ struct Best {
 };
 } // namespace
 
-llvm::Expected<Schedule>
-stagecraft::pipe::sched::zeroBubbleChain(const Problem &problem,
-                                         llvm::ArrayRef<int> placement,
-                                         llvm::ArrayRef<double> memoryLimit,
-                                         Objective objective) {
+llvm::Expected<Schedule> stagecraft::pipe::sched::zeroBubbleChain(
+    const Problem &problem, llvm::ArrayRef<int> placement,
+    llvm::ArrayRef<double> memoryLimit, Objective objective) {
   // Blocks in chain order.
   std::vector<std::vector<int>> blocks;
   std::vector<int> blockRank;

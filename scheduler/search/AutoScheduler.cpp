@@ -645,14 +645,15 @@ stagecraft::pipe::sched::autoSchedule(const Problem &problem,
 
   // The zero-bubble paper's own search (ZB-1p at 1F1B's memory, ZB-2p at
   // twice it): its heuristic on a contiguous placement within the memory
-  // limit, the variant chosen by the objective.
+  // limit, the variant chosen by the objective; like the fixed kinds,
+  // whatever the time limit.
   if (problem.isChain())
     for (const NamedPlacement &np : placements)
-      if (isContiguous(np.placement) && !search.outOfTime())
-        search.consider(
-            zeroBubbleChain(problem, np.placement,
-                            std::vector<double>(p, limit), objective),
-            "zero-bubble heuristic at the memory limit");
+      if (isContiguous(np.placement))
+        search.consider(zeroBubbleChain(problem, np.placement,
+                                        std::vector<double>(p, limit),
+                                        objective),
+                        "zero-bubble heuristic at the memory limit");
 
   // The V heuristic planned for more link latency than there is (more
   // slack in its offsets and W fills), then simulated with the real one.

@@ -59,8 +59,9 @@ llvm::Error checkSupported(const Problem &problem) {
   return llvm::Error::success();
 }
 
-#ifdef STAGECRAFT_HAVE_CBC
 constexpr double kEps = 1e-7;
+
+#ifdef STAGECRAFT_HAVE_CBC
 
 /// One action of the program.
 struct Item {
@@ -514,5 +515,85 @@ stagecraft::pipe::sched::ilpOverAuto(const Problem &problem, double memoryLimit,
   result.optimal = ilp->optimal;
   result.improved = ilp->improved;
   result.orderVariables = ilp->orderVariables;
+  return result;
+}
+
+llvm::Expected<IlpOverPlacements>
+stagecraft::pipe::sched::ilpOverPlacements(const Problem &problem,
+                                           double memoryLimit, double timeLimit,
+                                           Objective objective) {
+  if (llvm::Error err = validateProblem(problem))
+    return std::move(err);
+  if (llvm::Error err = checkSupported(problem))
+    return std::move(err);
+  if (!ilpAvailable())
+    return noSolver();
+  auto begin = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         begin)
+        .count();
+  };
+  AutoOptions autoOptions;
+  autoOptions.memoryLimit = memoryLimit;
+  autoOptions.timeLimit = timeLimit / 4;
+  autoOptions.objective = objective;
+  llvm::Expected<AutoResult> found = autoSchedule(problem, autoOptions);
+  if (!found)
+    return found.takeError();
+  IlpOverPlacements result;
+  result.schedule = std::move(found->schedule);
+  result.value = found->value;
+  result.found = found->name;
+  const std::vector<double> limits(problem.ranks, found->memoryLimit);
+  auto boundOf = [&](llvm::ArrayRef<int> placement) {
+    return objective == Objective::Span
+               ? std::max(spanLowerBound(problem, placement),
+                          memoryAwareSpanBound(problem, placement, limits))
+               : memoryAwareLowerBound(problem, placement, limits);
+  };
+  std::vector<std::pair<double, NamedPlacement>> order;
+  for (NamedPlacement &np : candidatePlacements(problem))
+    order.push_back({boundOf(np.placement), std::move(np)});
+  std::stable_sort(
+      order.begin(), order.end(),
+      [](const auto &a, const auto &b) { return a.first < b.first; });
+  result.placements = static_cast<int>(order.size());
+  result.bound = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto &[bound, np] = order[i];
+    if (bound >= result.value - kEps) {
+      ++result.placementsProven;
+      result.bound = std::min(result.bound, bound);
+      continue;
+    }
+    const double left = timeLimit - elapsed();
+    if (left <= 0.0) {
+      result.bound = std::min(result.bound, bound);
+      continue;
+    }
+    IlpOptions options;
+    options.memoryLimit = limits;
+    options.objective = objective;
+    options.timeLimit = left / static_cast<double>(order.size() - i);
+    if (result.schedule.placement == np.placement)
+      options.initial = result.schedule;
+    llvm::Expected<IlpResult> r = ilpSchedule(problem, np.placement, options);
+    if (!r) {
+      // No schedule on this placement fits the limit: settled.
+      llvm::consumeError(r.takeError());
+      ++result.placementsProven;
+      continue;
+    }
+    result.placementsProven += r->optimal;
+    result.bound = std::min(result.bound, r->bound);
+    if (r->value < result.value - kEps) {
+      result.schedule = std::move(r->schedule);
+      result.value = r->value;
+      result.found = "ilp on " + np.name;
+    }
+  }
+  result.bound = std::min(result.bound, result.value);
+  result.optimal = result.placementsProven == result.placements;
   return result;
 }

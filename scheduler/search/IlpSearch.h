@@ -92,6 +92,26 @@ llvm::Expected<IlpOverAuto> ilpOverAuto(const Problem &problem,
                                         double memoryLimit, double timeLimit,
                                         Objective objective);
 
+/// `kind=exact objective=span`: the program on every placement auto
+/// searches, in order of their span bound, each started from auto's
+/// schedule where that is on it, each given an equal share of the time
+/// left after auto's quarter; a placement whose bound is no lower than the
+/// best found is settled without solving.
+struct IlpOverPlacements {
+  Schedule schedule;
+  double value = 0.0;
+  /// The smallest bound over the placements: no schedule does better.
+  double bound = 0.0;
+  bool optimal = false;
+  std::string found;
+  int placementsProven = 0, placements = 0;
+};
+
+llvm::Expected<IlpOverPlacements> ilpOverPlacements(const Problem &problem,
+                                                    double memoryLimit,
+                                                    double timeLimit,
+                                                    Objective objective);
+
 } // namespace stagecraft::pipe::sched
 
 #endif // STAGECRAFT_SCHEDULER_SEARCH_ILPSEARCH_H

@@ -147,10 +147,44 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
   KindResult result;
-  if (request.kind == "exact") {
-    if (request.objective != Objective::Makespan)
-      return fail("the exact search minimizes the makespan; for "
+  if (request.kind == "exact" && request.objective == Objective::Span) {
+    if (request.chunks > 1)
+      return fail("chunks applies to interleaved-1f1b only; the exact "
+                  "search covers auto's placements");
+    if (request.recompute && *request.recompute != RecomputePolicy::None)
+      return fail("the exact search does not plan recomputation; use "
+                  "kind=auto with recompute=");
+    // The branch-and-bound's cuts bound the makespan; the span is solved
+    // by the ILP on each placement.
+    if (!ilpAvailable())
+      return fail("the exact search minimizes the span with the ILP, and "
+                  "this build has no ILP solver (COIN-OR CBC); for "
                   "objective=span use kind=auto");
+    llvm::Expected<IlpOverPlacements> exact = ilpOverPlacements(
+        problem, request.memoryLimit, request.timeLimit, request.objective);
+    if (!exact)
+      return exact.takeError();
+    llvm::Expected<Timeline> t = simulate(problem, exact->schedule);
+    if (!t)
+      return t.takeError();
+    result.schedule = std::move(exact->schedule);
+    result.timeline = std::move(*t);
+    result.recompute = "none";
+    result.lowerBound = lowerBound(problem);
+    result.spanBound = exact->bound;
+    result.choice =
+        exact->optimal
+            ? fmt::format("span optimal over auto's {} placements ({}; by "
+                          "the ILP)",
+                          exact->placements, exact->found)
+            : fmt::format("span not proven optimal within the time limit ({} "
+                          "of {} placements proven, bound {:g}); best found: "
+                          "{} (by the ILP)",
+                          exact->placementsProven, exact->placements,
+                          exact->bound, exact->found);
+    return result;
+  }
+  if (request.kind == "exact") {
     if (request.chunks > 1)
       return fail("chunks applies to interleaved-1f1b only; the exact "
                   "search covers auto's placements");

@@ -1,6 +1,7 @@
 // REQUIRES: ilp
 // RUN: stagecraft-opt %s --pipe-schedule="kind=ilp time-limit=4" --pipe-verify-schedule --pipe-simulate | FileCheck %s
 // RUN: stagecraft-opt %s --pipe-schedule="kind=ilp time-limit=4 objective=span memory-limit=6" --pipe-simulate | FileCheck %s --check-prefix=SPAN
+// RUN: stagecraft-opt %S/pipe-schedule-objective.mlir --pipe-schedule="kind=exact objective=span memory-limit=8 time-limit=4" | FileCheck %s --check-prefix=EXACT
 // RUN: stagecraft-opt %S/Inputs/ilp-open.mlir --pipe-schedule="kind=ilp time-limit=0.4" --pipe-verify-schedule | FileCheck %s --check-prefix=OPEN
 // RUN: not stagecraft-opt %S/Inputs/diamond.mlir --pipe-schedule="kind=ilp" 2>&1 | FileCheck %s --check-prefix=GRAPH
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=ilp chunks=2" 2>&1 | FileCheck %s --check-prefix=CHUNKS
@@ -18,6 +19,14 @@
 //
 // The span objective, at twice that memory.
 // SPAN: auto_choice = "ilp: span 27 optimal on auto's placement
+//
+// kind=exact with the span objective solves the ILP on each of auto's
+// placements: on the demo pipeline at twice 1F1B's memory, span 24 (every
+// rank's own work) proven.
+// EXACT: auto_choice = "span optimal over auto's 1 placements (zb-h2; by the ILP)"
+// EXACT-SAME: kind = "exact"
+// EXACT-SAME: objective = "span"
+// EXACT-SAME: span_bound = 2.400000e+01
 //
 // Where the time runs out, the solver's bound says how far it may be from
 // optimal (here the memory-aware bound).

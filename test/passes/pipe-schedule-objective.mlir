@@ -5,7 +5,6 @@
 // RUN: stagecraft-opt %s --pipe-schedule="kind=auto objective=span memory-limit=8 time-limit=1" | stagecraft-translate --pipe-to-plan | FileCheck %s --check-prefix=PLAN
 // RUN: stagecraft-opt %s --pipe-schedule="kind=1f1b" | stagecraft-translate --pipe-to-plan | FileCheck %s --check-prefix=PLAN1F1B
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=auto objective=throughput" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: not stagecraft-opt %s --pipe-schedule="kind=exact objective=span" 2>&1 | FileCheck %s --check-prefix=EXACT
 
 // Tests the span objective: with twice 1F1B's memory (8: rank 0 peaks at 4
 // under 1F1B), auto minimizing the largest per-rank span fills every rank's
@@ -13,7 +12,8 @@
 // the makespan objective's best (makespan 27, its bound) leaves the span at
 // 27. The
 // schedule records the objective and the span bound; the zero-bubble kinds
-// choose their candidate by it; a bad name and kind=exact are refused.
+// choose their candidate by it; a bad name is refused (kind=exact with the
+// span objective: pipe-schedule-ilp.mlir).
 // CHECK: pipe.schedule @demo_auto
 // CHECK-SAME: objective = "span"
 // CHECK-SAME: span_bound = 2.400000e+01
@@ -28,7 +28,6 @@
 // PLAN1F1B: "objective":"makespan"
 // PLAN1F1B: "simulated_makespan":33,"simulated_span":33
 // BAD: error: pipe-schedule: unknown objective 'throughput'; expected makespan or span
-// EXACT: error: cannot schedule pipeline @demo as exact: the exact search minimizes the makespan; for objective=span use kind=auto
 pipe.pipeline @demo ranks(4) microbatches(8) {
   pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
   pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
