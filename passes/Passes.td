@@ -152,7 +152,7 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "What auto and the zero-bubble kinds minimize: makespan (one "
            "step between barriers, as torch's runtime runs; the default) or "
            "span (the largest per-rank span: the steady-state step when "
-           "steps overlap). kind=exact: makespan only; kind=ilp: either">,
+           "steps overlap). kind=exact and kind=ilp honour both">,
     Option<"maxActions", "max-actions", "int64_t", /*default=*/"16777216",
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "
