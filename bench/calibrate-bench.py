@@ -2,12 +2,15 @@
 """Does the simulator predict the measured step? stagecraft-run --train on
 2 MPI ranks (one process per core, one thread each), the reference
 transformer (4 stages of 2 layers, hidden 128, sequence 64, batch 2, 8
-microbatches), 8 steps a run. For each kind: measured / simulated with the
+microbatches), 8 steps a run. For each kind: measured / simulated (the
+median of steps 1..7 against the simulated makespan) with the
 costs --profile measured (each stage alone, sequentially), then with the
-costs --calibrate fitted from the first of those runs (the run's own
+costs --calibrate fitted from the run just before (the run's own
 computes, link latency and overhead per compute; dualpipev, whose
-overlapped F&B --calibrate cannot take apart, from zb-v's run on the same
-V placement). RUNS runs of each; the median and the range.
+overlapped F&B --calibrate cannot take apart, from zb-v's latest run on the
+same V placement). RUNS pairs of runs of each kind: a run with the profiled
+costs, calibrated from, then a run with the calibrated costs; the median
+and the range of each.
 
     python3 bench/calibrate-bench.py [BUILD_DIR] [RUNS]    (default: build 3)
 """
@@ -27,7 +30,15 @@ if not os.access(run, os.X_OK):
 
 MODEL = ["--hidden=128", "--heads=4", "--seq=64", "--batch=2"]
 CALIBRATE_FROM = {"dualpipev": "zb-v"}
-RATIO = re.compile(r"measured / simulated ([0-9.]+)")
+# The median step after the first (which carries one-time work: buffers,
+# first touches) against the simulated makespan (a barrier between steps).
+STEADY = re.compile(r"median step ([0-9.]+) ms over steps .*makespan "
+                    r"([0-9.]+) ms")
+
+
+def ratio(output):
+    median, makespan = STEADY.search(output).groups()
+    return float(median) / float(makespan)
 
 
 def mpirun(args):
@@ -64,13 +75,12 @@ with tempfile.TemporaryDirectory() as work:
         calibrated = os.path.join(work, f"calibrated-{source}.mlir")
         common = ["--backend=mpi", f"--schedule={kind}", "--train",
                   "--steps=8", "--time-unit=1ms"] + MODEL
+        # Each calibrated run right after the run it is calibrated from (a
+        # pair per run): this machine's speed drifts over minutes, and the
+        # loop a user runs (trace, calibrate, run) is that close in time.
         before, after = [], []
         for r in range(runs):
-            extra = [f"--calibrate={calibrated}"] \
-                if r == 0 and source == kind else []
-            before.append(float(RATIO.search(
-                mpirun([profiled] + common + extra)).group(1)))
-        for r in range(runs):
-            after.append(float(RATIO.search(
-                mpirun([calibrated] + common)).group(1)))
+            extra = [f"--calibrate={calibrated}"] if source == kind else []
+            before.append(ratio(mpirun([profiled] + common + extra)))
+            after.append(ratio(mpirun([calibrated] + common)))
         print(f"| {kind} | {cell(before)} | {cell(after)} |")

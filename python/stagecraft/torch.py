@@ -423,8 +423,6 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         super()._update_losses(stages, losses)
 
 
-
-
 def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              kind: str = "auto", problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
