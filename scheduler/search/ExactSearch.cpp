@@ -249,14 +249,33 @@ void Searcher::dfs(double now, int lastRank, bool lastFree) {
 }
 } // namespace
 
-/// What the search models: a chain of stages with F, I and W, one length,
-/// a plain latency.
-static llvm::Error checkSupported(const Problem &problem) {
-  auto unsupported = [](const std::string &what) {
+llvm::Error
+stagecraft::pipe::sched::checkOrderSearchSupported(const Problem &problem,
+                                                   llvm::StringRef who) {
+  auto unsupported = [&](const std::string &what) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("the exact search handles {} only", what));
+        fmt::format("the {} handles {} only", who.str(), what));
   };
+  if (!problem.isChain())
+    return unsupported("a chain of stages");
+  if (problem.hasLengths())
+    return unsupported("microbatches of one length");
+  if (problem.links)
+    return unsupported("a plain latency between ranks (no links(...))");
+  for (const Stage &s : problem.stages)
+    if (s.forwardBackward || s.attention || s.recomputed)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("the {} handles F, I and W only; stage @{} has "
+                      "overlapped, attention or recomputation costs",
+                      who.str(), s.name));
+  return llvm::Error::success();
+}
+
+/// What the search models (checkOrderSearchSupported), and a size its
+/// recursion reaches.
+static llvm::Error checkSupported(const Problem &problem) {
   // The search recurses once per action: a bound on its depth (it reaches
   // a few hundred actions in seconds anyway).
   const long long actions = problem.numActions();
@@ -268,20 +287,7 @@ static llvm::Error checkSupported(const Problem &problem) {
                     "kind=auto",
                     actions, problem.numStages(), problem.microbatches,
                     kMaxActions));
-  if (!problem.isChain())
-    return unsupported("a chain of stages");
-  if (problem.hasLengths())
-    return unsupported("microbatches of one length");
-  if (problem.links)
-    return unsupported("a plain latency between ranks (no links(...))");
-  for (const Stage &s : problem.stages)
-    if (s.forwardBackward || s.attention || s.recomputed)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("the exact search handles F, I and W only; stage @{} "
-                      "has overlapped, attention or recomputation costs",
-                      s.name));
-  return llvm::Error::success();
+  return checkOrderSearchSupported(problem, "exact search");
 }
 
 llvm::Expected<ExactResult>

@@ -62,6 +62,13 @@ struct ExactResult {
   long long nodes = 0;
 };
 
+/// What the searches over per-rank orders (exact, ilp) model: a chain of
+/// stages with F, I and W only, microbatches of one length and a plain
+/// latency. The error names \p who ("exact search", "ILP") and what is
+/// missing.
+llvm::Error checkOrderSearchSupported(const Problem &problem,
+                                      llvm::StringRef who);
+
 /// Searches the orders of \p problem on \p placement. Fails if the problem
 /// is invalid, a stage has overlapped or attention costs, or no schedule
 /// fits the memory limits.

@@ -14,6 +14,7 @@
 #include "scheduler/search/IlpSearch.h"
 #include "scheduler/model/TaskGraph.h"
 #include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/ExactSearch.h"
 #include "scheduler/search/LowerBound.h"
 
 #include <fmt/format.h>
@@ -30,36 +31,22 @@
 using namespace stagecraft::pipe::sched;
 
 namespace {
+constexpr double kEps = 1e-7;
+
 llvm::Error error(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// What the program models.
+/// What the program models: what the branch-and-bound models, without the
+/// runtime overheads of a calibrated torch problem or a capacity.
 llvm::Error checkSupported(const Problem &problem) {
-  auto unsupported = [](const std::string &what) {
-    return error(fmt::format("the ILP handles {} only", what));
-  };
-  if (!problem.isChain())
-    return unsupported("a chain of stages");
-  if (problem.hasLengths())
-    return unsupported("microbatches of one length");
-  if (problem.links)
-    return unsupported("a plain latency between ranks (no links(...))");
   if (problem.messageOverhead > 0.0 || problem.receiveOverhead > 0.0)
-    return unsupported("transfers without a runtime overhead");
+    return error("the ILP handles transfers without a runtime overhead only");
   if (problem.hasCapacity())
     return error("the ILP does not plan recomputation under a capacity; use "
                  "kind=auto");
-  for (const Stage &s : problem.stages)
-    if (s.forwardBackward || s.attention || s.recomputed)
-      return error(fmt::format("the ILP handles F, I and W only; stage @{} "
-                               "has overlapped, attention or recomputation "
-                               "costs",
-                               s.name));
-  return llvm::Error::success();
+  return checkOrderSearchSupported(problem, "ILP");
 }
-
-constexpr double kEps = 1e-7;
 
 #ifdef STAGECRAFT_HAVE_CBC
 
@@ -477,21 +464,31 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
 #endif
 }
 
-llvm::Expected<IlpOverAuto>
-stagecraft::pipe::sched::ilpOverAuto(const Problem &problem, double memoryLimit,
-                                     double timeLimit, Objective objective) {
+/// The searches over auto's result: what the program models checked, then
+/// auto for a quarter of \p timeLimit.
+static llvm::Expected<AutoResult> autoFirst(const Problem &problem,
+                                            double memoryLimit,
+                                            double timeLimit,
+                                            Objective objective) {
   if (llvm::Error err = validateProblem(problem))
     return std::move(err);
   if (llvm::Error err = checkSupported(problem))
     return std::move(err);
   if (!ilpAvailable())
     return noSolver();
+  AutoOptions options;
+  options.memoryLimit = memoryLimit;
+  options.timeLimit = timeLimit / 4;
+  options.objective = objective;
+  return autoSchedule(problem, options);
+}
+
+llvm::Expected<IlpOverAuto>
+stagecraft::pipe::sched::ilpOverAuto(const Problem &problem, double memoryLimit,
+                                     double timeLimit, Objective objective) {
   auto begin = std::chrono::steady_clock::now();
-  AutoOptions autoOptions;
-  autoOptions.memoryLimit = memoryLimit;
-  autoOptions.timeLimit = timeLimit / 4;
-  autoOptions.objective = objective;
-  llvm::Expected<AutoResult> found = autoSchedule(problem, autoOptions);
+  llvm::Expected<AutoResult> found =
+      autoFirst(problem, memoryLimit, timeLimit, objective);
   if (!found)
     return found.takeError();
   IlpOverAuto result;
@@ -522,23 +519,14 @@ llvm::Expected<IlpOverPlacements>
 stagecraft::pipe::sched::ilpOverPlacements(const Problem &problem,
                                            double memoryLimit, double timeLimit,
                                            Objective objective) {
-  if (llvm::Error err = validateProblem(problem))
-    return std::move(err);
-  if (llvm::Error err = checkSupported(problem))
-    return std::move(err);
-  if (!ilpAvailable())
-    return noSolver();
   auto begin = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                          begin)
         .count();
   };
-  AutoOptions autoOptions;
-  autoOptions.memoryLimit = memoryLimit;
-  autoOptions.timeLimit = timeLimit / 4;
-  autoOptions.objective = objective;
-  llvm::Expected<AutoResult> found = autoSchedule(problem, autoOptions);
+  llvm::Expected<AutoResult> found =
+      autoFirst(problem, memoryLimit, timeLimit, objective);
   if (!found)
     return found.takeError();
   IlpOverPlacements result;

@@ -47,6 +47,20 @@ stagecraft::pipe::sched::reorderedMicrobatches(const Problem &problem,
   return reordered;
 }
 
+/// A search's schedule as a result: simulated, without recomputation.
+static llvm::Expected<KindResult> searched(const Problem &problem,
+                                           Schedule schedule) {
+  llvm::Expected<Timeline> t = simulate(problem, schedule);
+  if (!t)
+    return t.takeError();
+  KindResult result;
+  result.schedule = std::move(schedule);
+  result.timeline = std::move(*t);
+  result.recompute = "none";
+  result.lowerBound = lowerBound(problem);
+  return result;
+}
+
 static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
                                               const KindRequest &request);
 
@@ -147,43 +161,6 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
   KindResult result;
-  if (request.kind == "exact" && request.objective == Objective::Span) {
-    if (request.chunks > 1)
-      return fail("chunks applies to interleaved-1f1b only; the exact "
-                  "search covers auto's placements");
-    if (request.recompute && *request.recompute != RecomputePolicy::None)
-      return fail("the exact search does not plan recomputation; use "
-                  "kind=auto with recompute=");
-    // The branch-and-bound's cuts bound the makespan; the span is solved
-    // by the ILP on each placement.
-    if (!ilpAvailable())
-      return fail("the exact search minimizes the span with the ILP, and "
-                  "this build has no ILP solver (COIN-OR CBC); for "
-                  "objective=span use kind=auto");
-    llvm::Expected<IlpOverPlacements> exact = ilpOverPlacements(
-        problem, request.memoryLimit, request.timeLimit, request.objective);
-    if (!exact)
-      return exact.takeError();
-    llvm::Expected<Timeline> t = simulate(problem, exact->schedule);
-    if (!t)
-      return t.takeError();
-    result.schedule = std::move(exact->schedule);
-    result.timeline = std::move(*t);
-    result.recompute = "none";
-    result.lowerBound = lowerBound(problem);
-    result.spanBound = exact->bound;
-    result.choice =
-        exact->optimal
-            ? fmt::format("span optimal over auto's {} placements ({}; by "
-                          "the ILP)",
-                          exact->placements, exact->found)
-            : fmt::format("span not proven optimal within the time limit ({} "
-                          "of {} placements proven, bound {:g}); best found: "
-                          "{} (by the ILP)",
-                          exact->placementsProven, exact->placements,
-                          exact->bound, exact->found);
-    return result;
-  }
   if (request.kind == "exact") {
     if (request.chunks > 1)
       return fail("chunks applies to interleaved-1f1b only; the exact "
@@ -191,6 +168,33 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
     if (request.recompute && *request.recompute != RecomputePolicy::None)
       return fail("the exact search does not plan recomputation; use "
                   "kind=auto with recompute=");
+    if (request.objective == Objective::Span) {
+      // The branch-and-bound's cuts bound the makespan; the span is solved
+      // by the ILP on each placement.
+      if (!ilpAvailable())
+        return fail("the exact search minimizes the span with the ILP, and "
+                    "this build has no ILP solver (COIN-OR CBC); for "
+                    "objective=span use kind=auto");
+      llvm::Expected<IlpOverPlacements> exact = ilpOverPlacements(
+          problem, request.memoryLimit, request.timeLimit, request.objective);
+      if (!exact)
+        return exact.takeError();
+      llvm::Expected<KindResult> r = searched(problem, exact->schedule);
+      if (r) {
+        r->spanBound = exact->bound;
+        r->choice =
+            exact->optimal
+                ? fmt::format("span optimal over auto's {} placements ({}; by "
+                              "the ILP)",
+                              exact->placements, exact->found)
+                : fmt::format("span not proven optimal within the time limit "
+                              "({} of {} placements proven, bound {:g}); best "
+                              "found: {} (by the ILP)",
+                              exact->placementsProven, exact->placements,
+                              exact->bound, exact->found);
+      }
+      return r;
+    }
     if (problem.hasCapacity())
       return fail("the exact search does not plan recomputation under a "
                   "capacity; use kind=auto");
@@ -198,23 +202,19 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
         exactOverPlacements(problem, request.memoryLimit, request.timeLimit);
     if (!exact)
       return exact.takeError();
-    llvm::Expected<Timeline> t = simulate(problem, exact->schedule);
-    if (!t)
-      return t.takeError();
-    result.schedule = std::move(exact->schedule);
-    result.timeline = std::move(*t);
-    result.recompute = "none";
-    result.lowerBound = lowerBound(problem);
-    result.memoryAwareBound = exact->memoryAwareBound;
-    result.choice =
-        exact->optimal
-            ? fmt::format("optimal over auto's {} placements ({}; {} nodes)",
-                          exact->placements, exact->found, exact->nodes)
-            : fmt::format("not proven optimal within the time limit ({} of "
-                          "{} placements proven); best found: {}; {} nodes",
-                          exact->placementsProven, exact->placements,
-                          exact->found, exact->nodes);
-    return result;
+    llvm::Expected<KindResult> r = searched(problem, exact->schedule);
+    if (r) {
+      r->memoryAwareBound = exact->memoryAwareBound;
+      r->choice =
+          exact->optimal
+              ? fmt::format("optimal over auto's {} placements ({}; {} nodes)",
+                            exact->placements, exact->found, exact->nodes)
+              : fmt::format("not proven optimal within the time limit ({} of "
+                            "{} placements proven); best found: {}; {} nodes",
+                            exact->placementsProven, exact->placements,
+                            exact->found, exact->nodes);
+    }
+    return r;
   }
   if (request.kind == "ilp") {
     if (request.chunks > 1)
@@ -227,21 +227,17 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
         problem, request.memoryLimit, request.timeLimit, request.objective);
     if (!ilp)
       return ilp.takeError();
-    llvm::Expected<Timeline> t = simulate(problem, ilp->schedule);
-    if (!t)
-      return t.takeError();
-    result.schedule = std::move(ilp->schedule);
-    result.timeline = std::move(*t);
-    result.recompute = "none";
-    result.lowerBound = lowerBound(problem);
-    result.memoryAwareBound = ilp->memoryAwareBound;
+    llvm::Expected<KindResult> r = searched(problem, ilp->schedule);
+    if (!r)
+      return r;
+    r->memoryAwareBound = ilp->memoryAwareBound;
     const std::string what =
         request.objective == Objective::Span ? "span" : "makespan";
     const std::string from = ilp->improved
                                  ? fmt::format("improved on auto's {} ({:g})",
                                                ilp->autoName, ilp->autoValue)
                                  : fmt::format("auto's {} kept", ilp->autoName);
-    result.choice =
+    r->choice =
         ilp->optimal
             ? fmt::format("ilp: {} {:g} optimal on auto's placement ({}; {} "
                           "order variables)",
@@ -251,7 +247,7 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
                           "{} order variables)",
                           what, ilp->value, ilp->bound, from,
                           ilp->orderVariables);
-    return result;
+    return r;
   }
   if (request.kind == "auto") {
     if (request.chunks > 1)

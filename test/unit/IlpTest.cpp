@@ -116,10 +116,12 @@ TEST(Ilp, AgreesWithTheExactSearchWhereBothProve) {
     // Each search's bound holds for the other's schedule.
     EXPECT_LE(ilp->bound, exact->makespan + 1e-6) << where(c);
     EXPECT_LE(exact->lowerBound, ilp->value + 1e-9) << where(c);
-    if (exact->optimal)
+    if (exact->optimal) {
       EXPECT_GE(ilp->value, exact->makespan - 1e-6) << where(c);
-    if (ilp->optimal)
+    }
+    if (ilp->optimal) {
       EXPECT_GE(exact->makespan, ilp->value - 1e-6) << where(c);
+    }
     if (exact->optimal && ilp->optimal) {
       ++bothProven;
       EXPECT_NEAR(ilp->value, exact->makespan, 1e-6) << where(c);
