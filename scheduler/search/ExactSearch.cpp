@@ -40,6 +40,23 @@ public:
     live.assign(p, 0.0);
     remaining.assign(p, 0.0);
     orders.resize(p);
+    // The runtime's own work around transfers (a calibrated torch
+    // problem's message_overhead and receive_overhead), as the simulator
+    // charges it: per message sent, added to the compute; per message
+    // received, before the compute, overlapping the wait for it.
+    const std::vector<int> where(placement.begin(), placement.end());
+    const ActionKind kinds[3] = {ActionKind::Forward, ActionKind::BackwardInput,
+                                 ActionKind::BackwardWeight};
+    extra.assign(static_cast<size_t>(3) * n, 0.0);
+    setup.assign(static_cast<size_t>(3) * n, 0.0);
+    for (int s = 0; s < n; ++s)
+      for (int type = 0; type < 3; ++type) {
+        Action a{kinds[type], s, 0};
+        extra[type * n + s] =
+            problem.messageOverhead * crossRankMessages(problem, where, a);
+        setup[type * n + s] =
+            problem.receiveOverhead * crossRankInputs(problem, where, a);
+      }
     for (int s = 0; s < n; ++s)
       for (int j = 0; j < m; ++j)
         for (int type = 0; type < 3; ++type)
@@ -76,9 +93,10 @@ private:
   }
   double cost(int type, int s) const {
     const Stage &st = problem.stages[s];
-    return type == 0   ? st.forward
-           : type == 1 ? st.backwardInput
-                       : st.backwardWeight;
+    return (type == 0   ? st.forward
+            : type == 1 ? st.backwardInput
+                        : st.backwardWeight) +
+           extra[type * n + s];
   }
   double limit(int r) const {
     return options.memoryLimit.empty() ? std::numeric_limits<double>::infinity()
@@ -89,7 +107,7 @@ private:
   }
   /// Earliest start of (type, s, j), or -1 when an input is not appended.
   double earliest(int type, int s, int j) const {
-    double t = clock[placement[s]];
+    double t = clock[placement[s]] + setup[type * n + s];
     auto need = [&](size_t dep, double delay) {
       if (finish[dep] < 0.0)
         return false;
@@ -125,6 +143,9 @@ private:
   bool cannotBeat(double now);
 
   std::vector<double> finish, clock, live, remaining;
+  /// Per (type, stage): the message overhead added to its cost, and the
+  /// receive overhead before it.
+  std::vector<double> extra, setup;
   std::vector<std::vector<Action>> orders;
   int nextFirstForward;
   size_t appended = 0;

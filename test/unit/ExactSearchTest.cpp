@@ -146,6 +146,46 @@ TEST(ExactSearch, OptimumBracketsBoundKindsAndAuto) {
   EXPECT_GE(proven, 20);
 }
 
+/// A calibrated torch problem carries the runtime's own work per message
+/// (message_overhead, added to the compute that sends; receive_overhead,
+/// before the compute that receives): the search times its schedules as the
+/// simulator does, so the makespan it proves is the simulated one, and no
+/// kind within the memory limit beats it.
+TEST(ExactSearch, ChargesTheRuntimeOverheadsAsTheSimulatorDoes) {
+  for (bool twoPerRank : {false, true})
+    for (int m : {2, 3}) {
+      Problem problem =
+          uniformProblem(2, m, twoPerRank ? 4 : 2, {1.0, 1.2, 0.6}, 0.1);
+      problem.messageOverhead = 0.2;
+      problem.receiveOverhead = 0.3;
+      for (Stage &st : problem.stages) {
+        st.activation = twoPerRank ? 0.5 : 1.0;
+        st.weightGrad = st.activation / 2;
+      }
+      const double budget = highest(*oneFOneBPeakMemory(problem));
+      std::vector<std::pair<std::vector<int>, ScheduleKind>> placements = {
+          {*placeContiguous(problem, true), ScheduleKind::ZBH1}};
+      if (twoPerRank)
+        placements.push_back({*placeVShape(problem), ScheduleKind::ZBV});
+      for (auto &[placement, kind] : placements) {
+        ExactOptions options;
+        options.memoryLimit.assign(2, budget);
+        options.timeLimit = 5.0;
+        llvm::Expected<ExactResult> r =
+            exactSchedule(problem, placement, options);
+        ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
+        EXPECT_TRUE(r->optimal) << "m=" << m;
+        llvm::Expected<Timeline> t = simulate(problem, r->schedule);
+        ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
+        EXPECT_NEAR(t->makespan, r->makespan, 1e-9) << "m=" << m;
+        Timeline fixed = generateAndSimulate(problem, {kind});
+        if (highest(fixed.peakMemory) <= budget + 1e-9) {
+          EXPECT_LE(r->makespan, fixed.makespan + 1e-9) << "m=" << m;
+        }
+      }
+    }
+}
+
 /// Small problems get the exact search inside `auto` (with heavier end
 /// stages, the heuristics alone missed the optimum: 14.08 against 13.73 at
 /// p = 2, m = 4): wherever the optimum over auto's placements is proven,
