@@ -32,6 +32,8 @@ using namespace stagecraft::pipe::sched;
 
 namespace {
 constexpr double kEps = 1e-7;
+/// The largest program the ILP builds and solves.
+constexpr long long kMaxOrderVariables = 20000;
 
 llvm::Error error(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -207,6 +209,7 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
 #ifndef STAGECRAFT_HAVE_CBC
   return noSolver();
 #else
+  const auto begin = std::chrono::steady_clock::now();
   const int p = problem.ranks;
   const bool span = options.objective == Objective::Span;
   auto limit = [&](int r) {
@@ -244,6 +247,37 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
 
   Graph g = buildGraph(problem, placement);
   const int count = static_cast<int>(g.items.size());
+  auto firstStageForwards = [&](int a, int b) {
+    const Action &x = g.items[a].action, &y = g.items[b].action;
+    return x.kind == ActionKind::Forward && y.kind == ActionKind::Forward &&
+           x.stage == 0 && y.stage == 0;
+  };
+  auto isFree = [&](int a, int b) {
+    return !g.reaches(a, b) && !g.reaches(b, a) && !firstStageForwards(a, b);
+  };
+  // Past a size the solver's root work alone outlasts any time limit here
+  // (19,596 order variables: 11 s of building and root work beyond auto's
+  // quarter): the start stands, with the bound the other searches prove.
+  long long orderVariables = 0;
+  for (int a = 0; a < count; ++a)
+    for (int b = a + 1; b < count; ++b)
+      if (g.items[a].rank == g.items[b].rank && isFree(a, b))
+        ++orderVariables;
+  if (orderVariables > kMaxOrderVariables) {
+    if (!initial)
+      return error(fmt::format(
+          "the program has {} order variables, more than the {} the ILP "
+          "solves; use kind=auto",
+          orderVariables, kMaxOrderVariables));
+    IlpResult result;
+    result.schedule = *initial;
+    result.value = initialTimeline->value(options.objective);
+    result.bound = std::min(known, result.value);
+    result.optimal = result.value <= known + kEps * std::max(1.0, known);
+    result.orderVariables = static_cast<int>(orderVariables);
+    result.solved = false;
+    return result;
+  }
   // Every as-early-as-possible schedule ends within the work plus the
   // latency of every transfer (while no rank computes, a transfer is on its
   // way); with the makespan objective a start schedule's makespan bounds
@@ -259,7 +293,6 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
 
   Model model;
   Cbc_setLogLevel(model.cbc, 0);
-  Cbc_setMaximumSeconds(model.cbc, std::max(options.timeLimit, 0.01));
   Cbc_setAllowableGap(model.cbc, 1e-6);
   Cbc_setAllowableFractionGap(model.cbc, 0.0);
   std::vector<int> start(count);
@@ -297,11 +330,6 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
   std::vector<std::vector<int>> onRank(p);
   for (int a = 0; a < count; ++a)
     onRank[g.items[a].rank].push_back(a);
-  auto firstStageForwards = [&](int a, int b) {
-    const Action &x = g.items[a].action, &y = g.items[b].action;
-    return x.kind == ActionKind::Forward && y.kind == ActionKind::Forward &&
-           x.stage == 0 && y.stage == 0;
-  };
   // before[a][k]: how a relates to the k-th action of its rank: 1 before,
   // 0 after, or the binary's column + 2 (free; 1 = a first), -(column + 2)
   // when the binary says the other runs first.
@@ -411,6 +439,14 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
                      values.data());
   }
 
+  // The time left after building; the solver's root work may still run
+  // past it.
+  Cbc_setMaximumSeconds(
+      model.cbc,
+      std::max(0.01,
+               options.timeLimit - std::chrono::duration<double>(
+                                       std::chrono::steady_clock::now() - begin)
+                                       .count()));
   Cbc_solve(model.cbc);
   IlpResult result;
   result.orderVariables = static_cast<int>(free.size());
@@ -511,6 +547,7 @@ stagecraft::pipe::sched::ilpOverAuto(const Problem &problem, double memoryLimit,
   result.bound = ilp->bound;
   result.optimal = ilp->optimal;
   result.improved = ilp->improved;
+  result.solved = ilp->solved;
   result.orderVariables = ilp->orderVariables;
   return result;
 }

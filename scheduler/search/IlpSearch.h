@@ -57,6 +57,9 @@ struct IlpResult {
   bool optimal = false;
   /// The solution came from the solver, not from `initial`.
   bool improved = false;
+  /// False when the program was too large to solve (more than 20,000 order
+  /// variables): `initial` stands, with the memory-aware bound.
+  bool solved = true;
   /// The program's size.
   int orderVariables = 0;
   int rows = 0;
@@ -83,6 +86,7 @@ struct IlpOverAuto {
   std::string autoName;
   double autoValue = 0.0;
   bool improved = false;
+  bool solved = true;
   /// auto's memory-aware bound at the memory limit.
   double memoryAwareBound = 0.0;
   int orderVariables = 0;

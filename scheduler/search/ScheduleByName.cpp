@@ -237,6 +237,14 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
                                  ? fmt::format("improved on auto's {} ({:g})",
                                                ilp->autoName, ilp->autoValue)
                                  : fmt::format("auto's {} kept", ilp->autoName);
+    if (!ilp->solved) {
+      r->choice = fmt::format(
+          "ilp: the program has {} order variables, more than the 20000 it "
+          "solves; auto's {} kept ({} {:g}, bound {:g}{})",
+          ilp->orderVariables, ilp->autoName, what, ilp->value, ilp->bound,
+          ilp->optimal ? ", optimal" : "");
+      return r;
+    }
     r->choice =
         ilp->optimal
             ? fmt::format("ilp: {} {:g} optimal on auto's placement ({}; {} "

@@ -189,6 +189,27 @@ TEST(Ilp, KindIlpThroughTheFrontDoor) {
             std::string::npos);
 }
 
+// Past 20,000 order variables the program is not built: the start stands
+// with the memory-aware bound, and without a start that is an error.
+TEST(Ilp, LeavesProgramsTooLargeToSolveToItsStart) {
+  REQUIRE_SOLVER();
+  Problem problem = uniformProblem(8, 32, 8, {1.0, 1.0, 0.5}, 0.03);
+  std::vector<int> placement = {0, 1, 2, 3, 4, 5, 6, 7};
+  Schedule start = *generateSchedule(problem, {ScheduleKind::ZBH1});
+  IlpOptions options;
+  options.initial = start;
+  llvm::Expected<IlpResult> r = ilpSchedule(problem, placement, options);
+  ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
+  EXPECT_FALSE(r->solved);
+  EXPECT_GT(r->orderVariables, 20000);
+  EXPECT_DOUBLE_EQ(r->value, simulate(problem, start)->makespan);
+  EXPECT_LE(r->bound, r->value);
+  llvm::Expected<IlpResult> none = ilpSchedule(problem, placement, {});
+  ASSERT_FALSE(!!none);
+  EXPECT_NE(errorMessage(none.takeError()).find("order variables, more than"),
+            std::string::npos);
+}
+
 TEST(Ilp, RefusesWhatItDoesNotModel) {
   Problem problem = uniformProblem(2, 4, 2, {1.0, 1.0, 1.0}, 0.0);
   std::vector<int> placement = {0, 1};
