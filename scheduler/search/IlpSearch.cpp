@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <numeric>
 
 #ifdef STAGECRAFT_HAVE_CBC
 #include <Cbc_C_Interface.h>
@@ -115,34 +114,28 @@ Graph buildGraph(const Problem &problem, llvm::ArrayRef<int> placement) {
         g.edges.push_back({id(1, s + 1, j), id(1, s, j), lat(s + 1, s)});
       g.edges.push_back({id(1, s, j), id(2, s, j), 0.0});
     }
-  // Heads forwards, tails backwards, reachability in topological order
-  // (every edge goes from a lower index to a higher one).
+  // Heads forwards; tails and descendants backwards (every edge goes from
+  // a lower index to a higher one).
   const int count = static_cast<int>(g.items.size());
   std::sort(
       g.edges.begin(), g.edges.end(),
       [](const Graph::Edge &a, const Graph::Edge &b) { return a.to < b.to; });
-  const size_t words = (count + 63) / 64;
-  g.reach.assign(count, llvm::SmallVector<uint64_t, 8>(words, 0));
   for (const Graph::Edge &e : g.edges) {
     Item &to = g.items[e.to];
     const Item &from = g.items[e.from];
     to.head = std::max(to.head, from.head + from.cost + e.delay);
-    for (size_t w = 0; w < words; ++w)
-      g.reach[e.to][w] |= g.reach[e.from][w];
-    g.reach[e.to][e.from / 64] |= uint64_t(1) << (e.from % 64);
   }
-  // reach[b] holds b's ancestors; turn it into descendants.
-  std::vector<llvm::SmallVector<uint64_t, 8>> down(
-      count, llvm::SmallVector<uint64_t, 8>(words, 0));
-  for (int b = 0; b < count; ++b)
-    for (int a = 0; a < count; ++a)
-      if ((g.reach[b][a / 64] >> (a % 64)) & 1)
-        down[a][b / 64] |= uint64_t(1) << (b % 64);
-  g.reach = std::move(down);
+  // In decreasing order of `to`, every edge out of `to` comes before the
+  // edges into it, so `to`'s tail and descendants are complete when used.
+  const size_t words = (count + 63) / 64;
+  g.reach.assign(count, llvm::SmallVector<uint64_t, 8>(words, 0));
   for (auto e = g.edges.rbegin(); e != g.edges.rend(); ++e) {
     Item &from = g.items[e->from];
     const Item &to = g.items[e->to];
     from.tail = std::max(from.tail, e->delay + to.cost + to.tail);
+    for (size_t w = 0; w < words; ++w)
+      g.reach[e->from][w] |= g.reach[e->to][w];
+    g.reach[e->from][e->to / 64] |= uint64_t(1) << (e->to % 64);
   }
   return g;
 }
@@ -151,7 +144,7 @@ Graph buildGraph(const Problem &problem, llvm::ArrayRef<int> placement) {
 struct Model {
   Cbc_Model *cbc = Cbc_newModel();
   ~Model() { Cbc_deleteModel(cbc); }
-  int columns = 0, rows = 0;
+  int columns = 0;
 
   int column(double lower, double upper, double objective, bool integer) {
     Cbc_addCol(cbc, "", lower, upper, objective, integer ? 1 : 0, 0, nullptr,
@@ -162,7 +155,6 @@ struct Model {
            double rhs) {
     Cbc_addRow(cbc, "", static_cast<int>(cols.size()), cols.data(),
                coefs.data(), sense, rhs);
-    ++rows;
   }
 };
 #endif
@@ -196,8 +188,7 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
     // Speeds folded into the costs; the orders are the same schedules.
     Problem scaled = scaledForDevices(problem, placement);
     scaled.devices.clear();
-    IlpOptions rest = options;
-    llvm::Expected<IlpResult> r = ilpSchedule(scaled, placement, rest);
+    llvm::Expected<IlpResult> r = ilpSchedule(scaled, placement, options);
     if (!r)
       return r.takeError();
     llvm::Expected<Timeline> t = simulate(problem, r->schedule);
@@ -255,14 +246,17 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
   auto isFree = [&](int a, int b) {
     return !g.reaches(a, b) && !g.reaches(b, a) && !firstStageForwards(a, b);
   };
+  std::vector<std::vector<int>> onRank(p);
+  for (int a = 0; a < count; ++a)
+    onRank[g.items[a].rank].push_back(a);
   // Past a size the solver's root work alone outlasts any time limit here
   // (19,596 order variables: 11 s of building and root work beyond auto's
   // quarter): the start stands, with the bound the other searches prove.
   long long orderVariables = 0;
-  for (int a = 0; a < count; ++a)
-    for (int b = a + 1; b < count; ++b)
-      if (g.items[a].rank == g.items[b].rank && isFree(a, b))
-        ++orderVariables;
+  for (const std::vector<int> &acts : onRank)
+    for (size_t i = 0; i < acts.size(); ++i)
+      for (size_t k = i + 1; k < acts.size(); ++k)
+        orderVariables += isFree(acts[i], acts[k]);
   if (orderVariables > kMaxOrderVariables) {
     if (!initial)
       return error(fmt::format(
@@ -327,10 +321,7 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
 
   // The pairs on each rank: fixed (a dependency or the first stage's
   // microbatch order) or free (a binary).
-  std::vector<std::vector<int>> onRank(p);
-  for (int a = 0; a < count; ++a)
-    onRank[g.items[a].rank].push_back(a);
-  // before[a][k]: how a relates to the k-th action of its rank: 1 before,
+  // relation[a][k]: how a relates to the k-th action of its rank: 1 before,
   // 0 after, or the binary's column + 2 (free; 1 = a first), -(column + 2)
   // when the binary says the other runs first.
   std::vector<std::vector<int>> relation(count);
@@ -418,18 +409,16 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
   if (initialTimeline) {
     std::vector<int> cols;
     std::vector<double> values;
-    std::vector<double> when(count, 0.0);
     std::vector<int> rankOrder(count, 0);
     for (int a = 0; a < count; ++a) {
       const Item &it = g.items[a];
       const std::vector<TimedAction> &row = initialTimeline->ranks[it.rank];
       for (size_t k = 0; k < row.size(); ++k)
         if (row[k].action == it.action) {
-          when[a] = row[k].start;
+          cols.push_back(start[a]);
+          values.push_back(row[k].start);
           rankOrder[a] = static_cast<int>(k);
         }
-      cols.push_back(start[a]);
-      values.push_back(when[a]);
     }
     for (const Pair &pr : free) {
       cols.push_back(pr.column);
@@ -450,7 +439,6 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
   Cbc_solve(model.cbc);
   IlpResult result;
   result.orderVariables = static_cast<int>(free.size());
-  result.rows = model.rows;
   const bool infeasible = Cbc_isProvenInfeasible(model.cbc);
   result.bound = Cbc_getBestPossibleObjValue(model.cbc);
   if (!std::isfinite(result.bound))

@@ -62,7 +62,6 @@ struct IlpResult {
   bool solved = true;
   /// The program's size.
   int orderVariables = 0;
-  int rows = 0;
 };
 
 /// Solves \p problem's program on \p placement. Fails if the problem is
