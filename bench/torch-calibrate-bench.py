@@ -3,13 +3,15 @@
 kind's plan (uniform costs) runs on torch's runtime through
 stagecraft.torch on 2 gloo processes (one per core, one thread each), the
 small transformer of python/tests/torch_worker.py (one block per stage),
-8 microbatches. Its makespan is simulated on the costs `sct.profile`
-measures, and on the costs `sct.calibrate` fits to 5 traced steps (after
-10 warm-up steps); both against the median of 20 further steps, barrier to
-barrier, and against the traced steps' time from the first compute to the
-last (what the makespan models; the rest is step()'s own work before and
-after). RUNS launches per kind; the table gives the median and range of
-the launches' ratios.
+8 microbatches. After 10 warm-up steps, 20 traced steps (each its own
+trace) and 20 measured ones (barrier to barrier, untraced) take turns, so
+that both see the machine in the same state. The plan's makespan is
+simulated on the costs `sct.profile` measures, on the costs `sct.calibrate`
+fits to the traced steps without its stretch (the parts alone), and with
+it (the default); each against the median measured step. Last, the median
+measured step over the median traced one (what tracing itself costs).
+RUNS launches per kind; the table gives the median and range of the
+launches' ratios.
 
     build-python/venv/bin/python bench/torch-calibrate-bench.py [RUNS] [KIND,...]
 """
@@ -31,16 +33,14 @@ def cell(values, digits=3):
 
 
 print("| kind | measured step ms | measured / simulated, profiled costs | "
-      "measured / simulated, calibrated costs | the same, overhead spread "
-      "evenly over the rank's computes | traced first-to-last compute / "
-      "simulated, calibrated |")
-print("|---|---|---|---|---|---|")
+      "measured / simulated, calibrated parts (no stretch) | "
+      "measured / simulated, calibrated | the stretch | measured / traced "
+      "step |")
+print("|---|---|---|---|---|---|---|")
 for kind in kinds:
     results = [launch("calibration", kind) for _ in range(runs)]
-    measured = [r["measured"] for r in results]
-    print(f"| {kind} | {cell(measured, 2)} | "
-          f"{cell([r['measured'] / r['profiled'] for r in results])} | "
-          f"{cell([r['measured'] / r['calibrated'] for r in results])} | "
-          f"{cell([r['measured'] / r['evenly'] for r in results])} | "
-          f"{cell([r['window'] / r['calibrated'] for r in results])} |",
+    ratio = lambda key: cell([r["measured"] / r[key] for r in results])
+    print(f"| {kind} | {cell([r['measured'] for r in results], 2)} | "
+          f"{ratio('profiled')} | {ratio('parts')} | {ratio('calibrated')} | "
+          f"{cell([r['stretch'] for r in results])} | {ratio('traced')} |",
           flush=True)

@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -33,6 +34,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace nb = nanobind;
@@ -596,11 +598,26 @@ NB_MODULE(_core, m) {
       [](const Problem &problem,
          const std::vector<std::tuple<int, int, std::string, double, double,
                                       double>> &computes,
-         const std::vector<double> &overhead) {
+         const std::vector<double> &overhead, const std::string &statistic,
+         bool reproduce, const std::map<int, double> &stepTimes,
+         const std::vector<int> &overlapped) {
         std::vector<MeasuredCompute> measured;
         for (const auto &[rank, step, name, start, end, own] : computes)
           measured.push_back({rank, step, computeNamed(name), start, end, own});
-        CostFit fit = take(fitCosts(problem, measured, overhead));
+        for (int i : overlapped) {
+          if (i < 0 || i >= static_cast<int>(measured.size()))
+            throw nb::index_error("overlapped: no such compute");
+          measured[i].overlapsNext = true;
+        }
+        if (statistic != "median" && statistic != "mean")
+          throw ScheduleFailure("statistic='" + statistic +
+                                "': expected 'median' or 'mean'");
+        FitOptions options;
+        options.statistic =
+            statistic == "mean" ? CostStatistic::Mean : CostStatistic::Median;
+        options.reproduce = reproduce;
+        options.stepTimes = stepTimes;
+        CostFit fit = take(fitCosts(problem, measured, overhead, options));
         nb::dict out;
         out["problem"] = withFittedCosts(problem, fit);
         out["forward"] = fit.forward;
@@ -611,19 +628,32 @@ NB_MODULE(_core, m) {
         out["latency"] = fit.latency;
         out["message_overhead"] = fit.messageOverhead;
         out["receive_overhead"] = fit.receiveOverhead;
+        out["stretch"] = fit.stretch;
+        out["replayed"] = fit.replayed;
+        out["unstretched_ratio"] = fit.unstretchedRatio;
         out["overhead"] = fit.overhead;
         out["steps"] = fit.steps;
         return out;
       },
       nb::arg("problem"), nb::arg("computes"), nb::arg("overhead"),
+      nb::arg("statistic") = "median", nb::arg("reproduce") = true,
+      nb::arg("step_times") = std::map<int, double>(),
+      nb::arg("overlapped") = std::vector<int>(),
       "The costs of the scheduler's fit (as stagecraft-run --calibrate): "
       "computes are (rank, step, compute in torch's spelling, start ms, end "
       "ms, ms of the runtime's own work it brought with it); overhead, per "
       "rank, ms per compute outside computes and waits not so attributed. "
-      "Returns per-stage medians with the overhead added (forward, "
+      "Returns per-stage costs (the `statistic`, 'median' or 'mean', of "
+      "each kind's computes, with the overhead added: forward, "
       "backward_input, backward_weight, fused backward; 0 where not run), "
-      "the link latency, and `problem` with those costs (a stage measured "
-      "fused splits its B in the ratio of the problem's own I and W).");
+      "the link latency, with `reproduce` the stretch of every cost that "
+      "makes the simulated makespans of the measured steps (each replayed "
+      "in its ranks' order) meet their times (`step_times`, ms by step; a "
+      "step not given took its compute window; `overlapped`: the indices of "
+      "the computes that ran with their rank's next one as one overlapped "
+      "F&B of the plan), and `problem` with those costs (a stage measured "
+      "fused splits its B in the ratio of the "
+      "problem's own I and W).");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

@@ -233,6 +233,15 @@ class Trace:
         return [max(e for _, e in w) - min(b for b, _ in w)
                 for _, w in sorted(by_step.items())]
 
+    def overlapped_pairs(self) -> set[tuple[int, str, str]]:
+        """(rank, first, second) of the computes that ran as the halves of
+        one of the runner's OVERLAP_F_B actions (its `pipeline_order`)."""
+        order = getattr(self._runner, "pipeline_order", None) or {}
+        return {(rank, str(a.sub_actions[0]), str(a.sub_actions[1]))
+                for rank, actions in order.items() for a in actions
+                if a is not None and a.sub_actions and
+                len(a.sub_actions) == 2}
+
     def compute_windows(self) -> list[float]:
         """Per step, ms from the first compute's start to the last one's
         end over all ranks: what the simulated makespan models. The rest
@@ -406,7 +415,8 @@ def _parse(action: str) -> tuple[int, str]:
 
 
 def calibrate(trace, problem: Problem, details: dict | None = None,
-              overhead: str = "compute") -> Problem:
+              overhead: str = "compute", statistic: str = "median",
+              reproduce: str | None = "step") -> Problem:
     """`problem` with the costs the traced steps show: per stage the median
     F, I, W and fused B of its traced computes (a stage that ran only a
     fused B splits it in the ratio of `problem`'s own I and W; one that ran
@@ -426,12 +436,25 @@ def calibrate(trace, problem: Problem, details: dict | None = None,
     counts. `overhead`: "compute" (default) adds to each compute kind the
     mean of what its computes brought with them (`Trace.after`); "rank"
     spreads each rank's overhead evenly over its computes
-    (`Trace.overhead`). `details`, when given, receives the fit's figures
+    (`Trace.overhead`). `statistic`: each cost is the "median" (default)
+    or the "mean" of its computes. `reproduce`: "step" (default) stretches
+    every cost by one factor so that the traced steps, each simulated in
+    the order its ranks ran it, take what their `step()` calls took
+    (median ratio 1): what the parts miss, the stalls a median leaves out
+    and step()'s own work before the first compute and after the last,
+    spread over the computes; "window": the same against the steps'
+    first compute to last; None: no stretch. `details`, when given, receives the fit's figures
     (per stage forward, backward_input, backward_weight, backward,
-    samples; latency, message_overhead, receive_overhead; steps). Raises
+    samples, before the stretch; latency, message_overhead,
+    receive_overhead; stretch, replayed (the steps it was fitted on) and
+    unstretched_ratio (their median simulated / measured without it);
+    steps). Raises
     ScheduleError naming a stage with no traced forward and backward."""
     traces = list(trace) if isinstance(trace, (list, tuple)) else [trace]
-    computes = []
+    computes, step_times, overlapped = [], {}, []
+    if reproduce not in ("step", "window", None):
+        raise ScheduleError(f"reproduce={reproduce!r}: expected 'step', "
+                            "'window' or None")
     for k, t in enumerate(traces):
         if len(problem.stages) != len(t.placement()):
             raise ScheduleError(
@@ -446,9 +469,21 @@ def calibrate(trace, problem: Problem, details: dict | None = None,
             raise ScheduleError(f"overhead={overhead!r}: expected 'compute' "
                                 "or 'rank'")
         # Each trace's steps apart from the others'.
+        pairs = t.overlapped_pairs()
+        ran = sorted(range(len(t.computes)),
+                     key=lambda i: t.computes[i][0:4:3])
+        for i, j in zip(ran, ran[1:]):
+            (r, s, a, _, _), (r2, s2, b, _, _) = t.computes[i], t.computes[j]
+            if (r, s) == (r2, s2) and (r, a, b) in pairs:
+                overlapped.append(len(computes) + i)
         computes += [(r, k * 1_000_000 + s, a, b, e, o)
                      for (r, s, a, b, e), o in zip(t.computes, own)]
-    fit = fit_costs(problem, computes, [0.0] * problem.ranks)
+        if reproduce == "step":
+            steps = sorted({s for _, s, _, _ in t.steps})
+            step_times.update({k * 1_000_000 + s: took
+                               for s, took in zip(steps, t.step_times())})
+    fit = fit_costs(problem, computes, [0.0] * problem.ranks, statistic,
+                    reproduce is not None, step_times, overlapped)
     if details is not None:
         details.update({k: v for k, v in fit.items()
                         if k not in ("problem", "overhead")})

@@ -6,7 +6,9 @@ launch is bounded by a timeout."""
 
 import json
 import os
+import re
 import socket
+import statistics
 import subprocess
 import sys
 
@@ -368,11 +370,15 @@ def test_torchs_own_encoder_layers_equal_the_unpipelined_model(tmp_path,
                                        STAGECRAFT_TORCH_MODEL="encoder"))
 
 
-@pytest.mark.parametrize("kind", ["1f1b", "zb-v"])
+@pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])
 def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
                                                                     kind):
     results = launch(tmp_path, "trace", kind, 2, n_mb=4)
-    plan = results[0]["plan"]
+    # torch runs an overlapped F&B as its halves, each traced.
+    plan = [[half for a in actions
+             for half in re.sub(r"\((.*);(.*)\)OVERLAP_F_B", r"\1,\2",
+                                a).split(",")]
+            for actions in results[0]["plan"]]
     for who in ("stagecraft", "torch"):
         # Every rank gathered the same trace.
         t = results[0][who]
@@ -400,13 +406,14 @@ def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
                     # torch's own order of the kind: the same computes.
                     assert sorted(actions) == sorted(plan[rank])
         # The Chrome trace lays the last measured step beside the
-        # simulated one: one event per compute in each.
+        # simulated one: one event per compute measured, one per action
+        # simulated.
         events = [e for e in t["chrome"]["traceEvents"] if e.get("ph") == "X"]
         names = {e["pid"]: e for e in t["chrome"]["traceEvents"]
                  if e.get("ph") == "M" and e.get("name") == "process_name"}
         assert len(names) == 2
         per_step = len(t["computes"]) // 3
-        assert len(events) == 2 * per_step
+        assert len(events) == per_step + sum(map(len, results[0]["plan"]))
         # The report has a row per rank and kind it ran, and the steps.
         report = t["report"]
         assert "measured / simulated" in report and "comm wait" in report
@@ -417,6 +424,14 @@ def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
         # Calibrated costs: positive, per stage, and a plan from them.
         assert all(x > 0 for c in t["calibrated"] for x in c)
         assert t["details"]["steps"] == 3
+        # Every traced step replays, and the stretch makes the simulator
+        # reproduce them: Stagecraft's plan (DualPipeV's overlapped F&B
+        # replayed as the plan's one action) simulates to the median
+        # step.
+        assert t["details"]["replayed"] == 3 and t["details"]["stretch"] > 0
+        if who == "stagecraft":
+            assert t["simulated"] == pytest.approx(
+                statistics.median(t["step_times"]), rel=1e-6)
         assert len(t["overhead"]) == 2 and min(t["overhead"]) >= 0
         assert t["replanned"] > 0
         assert t["details"]["message_overhead"] >= 0

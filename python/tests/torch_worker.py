@@ -497,6 +497,7 @@ def traced(kind, rank, world, n_mb, steps=3):
                            for s in calibrated.stages],
             "latency": calibrated.latency, "details": details,
             "replanned": again.makespan,
+            "simulated": sc.from_csv(calibrated, plan.to_csv()).makespan,
             # The step still trains: every stage has its gradients.
             "grads": all(p.grad is not None for m in mods.values()
                          for p in m.parameters()),
@@ -515,11 +516,14 @@ def traced(kind, rank, world, n_mb, steps=3):
 WARMUP = 10
 
 
-def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
+def calibration(kind, rank, world, n_mb, steps=20):
     """Stagecraft's KIND plan on torch's runtime: its simulated makespan on
-    the costs `profile` measures, and on the costs `calibrate` fits to
-    `traced_steps` traced steps (after a warm-up), against the median of
-    `steps` further measured steps (barrier to barrier)."""
+    the costs `profile` measures and on the costs `calibrate` fits to
+    `steps` traced steps (with and without the stretch that makes the
+    simulator reproduce them), against the median of `steps` measured
+    steps (barrier to barrier, untraced). After a warm-up, traced and
+    measured steps take turns (each traced step its own trace), so that
+    both see the machine in the same state."""
     num_stages = stages_for(kind, world)
     uniform = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
@@ -535,27 +539,28 @@ def calibration(kind, rank, world, n_mb, traced_steps=5, steps=20):
     first, last = 0 in mine, num_stages - 1 in mine
     for _ in range(WARMUP):
         run_step(runner, n_mb, first, last)
-    with sct.trace(runner) as t:
-        for _ in range(traced_steps):
-            run_step(runner, n_mb, first, last)
-    calibrated = sct.calibrate(t, profiled)
-    evenly = sct.calibrate(t, profiled, overhead="rank")
-    measured = []
+    traces, measured = [], []
     for _ in range(steps):
+        with sct.trace(runner) as one:
+            run_step(runner, n_mb, first, last)
+        traces.append(one)
         dist.barrier()
         t0 = time.perf_counter()
         run_step(runner, n_mb, first, last)
         dist.barrier()
         measured.append(1e3 * (time.perf_counter() - t0))
     csv = plan.to_csv()
+    details = {}
+    calibrated = sct.calibrate(traces, profiled, details=details)
     return {"measured": statistics.median(measured),
-            "traced": statistics.median(t.step_times()),
-            "window": statistics.median(t.compute_windows()),
+            "traced": statistics.median(t.step_times()[0] for t in traces),
             "profiled": sc.from_csv(profiled, csv).makespan,
+            "parts": sc.from_csv(sct.calibrate(traces, profiled,
+                                               reproduce=None), csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
-            "evenly": sc.from_csv(evenly, csv).makespan,
-            "latency": calibrated.latency, "overhead": t.overhead(),
-            "report": t.report(sc.from_csv(calibrated, csv))}
+            "stretch": details["stretch"], "latency": calibrated.latency,
+            "replayed": details["replayed"], "unstretched": details["unstretched_ratio"],
+            "report": traces[-1].report(sc.from_csv(calibrated, csv))}
 
 
 def memory(kinds, rank, world, n_mb):

@@ -8,6 +8,7 @@
 #include "scheduler/model/CostFit.h"
 
 #include "scheduler/model/ScheduleError.h"
+#include "scheduler/model/Simulator.h"
 
 #include <fmt/format.h>
 
@@ -45,10 +46,126 @@ stagecraft::pipe::sched::splitBackward(double backward, double backwardInput,
   return {backward * share, backward - backward * share};
 }
 
-llvm::Expected<CostFit>
-stagecraft::pipe::sched::fitCosts(const Problem &problem,
-                                  const std::vector<MeasuredCompute> &computes,
-                                  const std::vector<double> &overhead) {
+/// Each measured step as the schedule its ranks ran (placement from where
+/// each stage ran, each rank's computes in the order they started) beside
+/// the time it took; steps whose computes do not make a whole schedule of
+/// \p problem (a stage on two ranks, an action missing) are left out.
+static std::vector<std::pair<Schedule, double>>
+measuredSteps(const Problem &problem,
+              const std::vector<const MeasuredCompute *> &order,
+              const std::map<int, double> &stepTimes) {
+  struct Step {
+    std::map<int, std::vector<Action>> ranks;
+    std::map<int, int> placement;
+    double first = std::numeric_limits<double>::infinity();
+    double last = -std::numeric_limits<double>::infinity();
+    bool whole = true;
+  };
+  std::map<int, Step> steps;
+  // The first half of an overlapped F&B, waiting for its second.
+  const MeasuredCompute *pending = nullptr;
+  for (const MeasuredCompute *c : order) {
+    Step &step = steps[c->step];
+    if (pending && (pending->rank != c->rank || pending->step != c->step)) {
+      steps[pending->step].whole = false; // Its second half is missing.
+      pending = nullptr;
+    }
+    if (c->overlapsNext && !pending) {
+      pending = c;
+    } else if (pending) {
+      const Action &a = pending->action, &b = c->action;
+      const bool forwardFirst = a.kind == ActionKind::Forward;
+      const Action &f = forwardFirst ? a : b, &back = forwardFirst ? b : a;
+      step.whole &= !c->overlapsNext && f.kind == ActionKind::Forward &&
+                    back.kind == ActionKind::Backward;
+      step.ranks[c->rank].push_back(Action::overlapped(
+          f.stage, f.microbatch, back.stage, back.microbatch));
+      pending = nullptr;
+    } else {
+      step.ranks[c->rank].push_back(c->action);
+    }
+    auto [it, inserted] = step.placement.emplace(c->action.stage, c->rank);
+    step.whole &= inserted || it->second == c->rank;
+    step.first = std::min(step.first, c->start);
+    step.last = std::max(step.last, c->end);
+  }
+  if (pending)
+    steps[pending->step].whole = false;
+  std::vector<std::pair<Schedule, double>> out;
+  const int n = problem.numStages();
+  for (auto &[number, step] : steps) {
+    if (!step.whole || static_cast<int>(step.placement.size()) != n ||
+        step.placement.rbegin()->first != n - 1 ||
+        step.ranks.rbegin()->first >= problem.ranks)
+      continue;
+    Schedule schedule;
+    schedule.ranks.resize(problem.ranks);
+    for (auto &[rank, actions] : step.ranks)
+      schedule.ranks[rank] = std::move(actions);
+    for (auto [stage, rank] : step.placement)
+      schedule.placement.push_back(rank);
+    if (llvm::Error e = verifySchedule(problem, schedule)) {
+      llvm::consumeError(std::move(e));
+      continue;
+    }
+    auto time = stepTimes.find(number);
+    double took =
+        time != stepTimes.end() ? time->second : step.last - step.first;
+    if (took > 0.0)
+      out.emplace_back(std::move(schedule), took);
+  }
+  return out;
+}
+
+/// Sets \p fit's stretch so that the median of the measured steps'
+/// simulated makespan over their time is 1 (a makespan grows with the
+/// stretch, so bisection finds it).
+static void fitStretch(const Problem &problem,
+                       const std::vector<const MeasuredCompute *> &order,
+                       const std::map<int, double> &stepTimes, CostFit &fit) {
+  std::vector<std::pair<Schedule, double>> steps =
+      measuredSteps(problem, order, stepTimes);
+  auto ratio = [&](double stretch) {
+    fit.stretch = stretch;
+    Problem fitted = withFittedCosts(problem, fit);
+    std::vector<double> ratios;
+    for (const auto &[schedule, took] : steps)
+      if (llvm::Expected<Timeline> t = simulate(fitted, schedule))
+        ratios.push_back(t->makespan / took);
+      else
+        llvm::consumeError(t.takeError());
+    return ratios.empty() ? std::nan("") : median(ratios);
+  };
+  fit.stretch = 1.0;
+  fit.replayed = static_cast<int>(steps.size());
+  const double at1 = steps.empty() ? std::nan("") : ratio(1.0);
+  fit.stretch = 1.0;
+  if (!std::isfinite(at1)) {
+    fit.replayed = 0;
+    return;
+  }
+  fit.unstretchedRatio = at1;
+  if (std::abs(at1 - 1.0) < 1e-9)
+    return;
+  // The makespan is at most linear in the stretch plus what does not
+  // stretch (latency), so [1 / (2 at1), 2 / at1] brackets the answer
+  // unless latency alone exceeds the step.
+  double lo = at1 > 1.0 ? 0.5 / at1 : 1.0, hi = at1 > 1.0 ? 1.0 : 2.0 / at1;
+  if (ratio(lo) > 1.0 || ratio(hi) < 1.0) {
+    fit.stretch = 1.0;
+    return;
+  }
+  for (int i = 0; i < 60 && hi - lo > 1e-9 * hi; ++i) {
+    double mid = 0.5 * (lo + hi);
+    (ratio(mid) < 1.0 ? lo : hi) = mid;
+  }
+  fit.stretch = 0.5 * (lo + hi);
+}
+
+llvm::Expected<CostFit> stagecraft::pipe::sched::fitCosts(
+    const Problem &problem, const std::vector<MeasuredCompute> &computes,
+    const std::vector<double> &overhead, const FitOptions &options) {
+  const CostStatistic statistic = options.statistic;
   const int n = problem.numStages();
   auto stageName = [&](int s) {
     return problem.stages[s].name.empty() ? fmt::format("stage {}", s)
@@ -60,28 +177,31 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     /// The overhead of the rank's previous compute (0 for its first).
     double previousOverhead;
   };
-  // Each rank's computes in the order they ran: a consumer that waited is
-  // one whose previous compute ended before its input was ready.
+  // Each rank's computes in the order they ran, step by step: a consumer
+  // that waited is one whose previous compute ended before its input was
+  // ready.
   std::vector<const MeasuredCompute *> order;
   for (const MeasuredCompute &c : computes)
     order.push_back(&c);
   std::stable_sort(order.begin(), order.end(),
                    [](const MeasuredCompute *a, const MeasuredCompute *b) {
-                     return std::tie(a->rank, a->start) <
-                            std::tie(b->rank, b->start);
+                     return std::tie(a->rank, a->step, a->start) <
+                            std::tie(b->rank, b->step, b->start);
                    });
   // (step, kind, stage, microbatch) -> when it ran.
   std::map<std::tuple<int, int, int, int>, Timed> when;
   std::set<int> steps;
   double previousEnd = -std::numeric_limits<double>::infinity();
   double previousOverhead = 0.0;
-  int previousRank = -1;
+  int previousRank = -1, previousStep = 0;
   for (const MeasuredCompute *c : order) {
-    if (c->rank != previousRank) {
+    // Steps may each have their own time axis (torch's traces).
+    if (c->rank != previousRank || c->step != previousStep) {
       previousEnd = -std::numeric_limits<double>::infinity();
       previousOverhead = 0.0;
     }
     previousRank = c->rank;
+    previousStep = c->step;
     when[{c->step, static_cast<int>(c->action.kind), c->action.stage,
           c->action.microbatch}] = {c->rank,     c->start,    c->end,
                                     previousEnd, c->overhead, previousOverhead};
@@ -172,9 +292,11 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
     // share fitted across all computes exceeds what a kind of compute
     // brought with it, the compute keeps its measured duration.
     auto cost = [&](int kind) {
-      return durations[s][kind].empty() ? 0.0
-                                        : median(durations[s][kind]) +
-                                              std::max(0.0, mean(own[s][kind]));
+      if (durations[s][kind].empty())
+        return 0.0;
+      return (statistic == CostStatistic::Mean ? mean(durations[s][kind])
+                                               : median(durations[s][kind])) +
+             std::max(0.0, mean(own[s][kind]));
     };
     fit.forward[s] = cost(0);
     fit.backwardInput[s] = cost(1);
@@ -202,6 +324,7 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
   // before the compute that needs it).
   std::vector<double> readyWaits, localWaits;
   std::set<const Timed *> fedFromElsewhere;
+  std::vector<std::pair<const Timed *, const Timed *>> crossRank;
   auto waitBefore = [](const Timed &t) {
     return t.start - t.previousEnd - t.previousOverhead;
   };
@@ -219,20 +342,26 @@ stagecraft::pipe::sched::fitCosts(const Problem &problem,
             if (!from || !to || from->rank == to->rank)
               continue;
             fedFromElsewhere.insert(to);
+            crossRank.emplace_back(from, to);
             if (to->previousEnd < from->end && to->start >= from->end)
               gaps.push_back(to->start - from->end);
-            else if (to->previousEnd >= from->end)
-              readyWaits.push_back(waitBefore(*to));
           }
         }
       }
-  fit.latency = median(gaps);
+  fit.latency = statistic == CostStatistic::Mean ? mean(gaps) : median(gaps);
+  // A consumer whose input had arrived (a latency after its producer
+  // ended) when its rank was free.
+  for (auto [from, to] : crossRank)
+    if (to->previousEnd + to->previousOverhead >= from->end + fit.latency)
+      readyWaits.push_back(waitBefore(*to));
   for (const auto &[key, t] : when)
     if (std::isfinite(t.previousEnd) && !fedFromElsewhere.count(&t))
       localWaits.push_back(waitBefore(t));
   if (!readyWaits.empty() && !localWaits.empty())
     fit.receiveOverhead =
         std::max(0.0, median(readyWaits) - median(localWaits));
+  if (options.reproduce)
+    fitStretch(problem, order, options.stepTimes, fit);
   return fit;
 }
 
@@ -252,12 +381,14 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
       // ratio to I + W.
       stage.fusedBackward = *stage.fusedBackward * (in + weight) /
                             (stage.backwardInput + stage.backwardWeight);
-    stage.forward = fit.forward[s];
-    stage.backwardInput = in;
-    stage.backwardWeight = weight;
+    stage.forward = fit.stretch * fit.forward[s];
+    stage.backwardInput = fit.stretch * in;
+    stage.backwardWeight = fit.stretch * weight;
     // A measured fused B is what a fused backward costs, split or not.
     if (fit.backward[s] > 0.0)
       stage.fusedBackward = fit.backward[s];
+    if (stage.fusedBackward)
+      stage.fusedBackward = fit.stretch * *stage.fusedBackward;
   }
   problem.latency = fit.latency;
   if (problem.links && problem.numStages() > 0) {

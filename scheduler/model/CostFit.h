@@ -18,6 +18,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <vector>
 
 namespace stagecraft::pipe::sched {
@@ -37,6 +38,10 @@ struct MeasuredCompute {
   /// its mean per stage and kind (which keeps the whole of it: it comes in
   /// bursts) joins that cost.
   double overhead = 0.0;
+  /// This compute and its rank's next one ran as one action of the plan,
+  /// an overlapped F&B (torch runs its halves one after the other): the
+  /// replay of the step (FitOptions::reproduce) runs them as that action.
+  bool overlapsNext = false;
 };
 
 struct CostFit {
@@ -62,11 +67,44 @@ struct CostFit {
   /// of those waits, less the median wait of the computes fed on their own
   /// rank); 0 when none was, or they wait no longer.
   double receiveOverhead = 0.0;
+  /// The factor every compute's cost above is multiplied by (in
+  /// withFittedCosts) so that the simulated makespans of the measured
+  /// steps, each replayed in the order its ranks ran it, meet the times
+  /// those steps took (their median ratio is 1): what the parts above miss
+  /// (stalls a median leaves out, work before the first compute and after
+  /// the last) spread over the computes. 1 when not asked for or when no
+  /// step could be replayed.
+  double stretch = 1.0;
+  /// Steps replayed to fit the stretch, and the median of their simulated
+  /// makespan over their measured time before it.
+  int replayed = 0;
+  double unstretchedRatio = 1.0;
   /// Per rank: milliseconds per compute spent neither computing nor
   /// waiting (as given).
   std::vector<double> overhead;
   /// Steps measured.
   int steps = 0;
+};
+
+/// How a stage's measured computes of one kind make its cost.
+enum class CostStatistic {
+  /// Their median: the typical compute, deaf to the stalls that hit a few.
+  Median,
+  /// Their mean: the stalls that hit a few computes spread over all, so
+  /// that the costs add up to the measured work.
+  Mean,
+};
+
+/// How the costs are fitted.
+struct FitOptions {
+  CostStatistic statistic = CostStatistic::Median;
+  /// Stretch the costs so that the simulator reproduces the measured steps
+  /// (CostFit::stretch).
+  bool reproduce = true;
+  /// Milliseconds each step took as the runtime saw it (its step() call,
+  /// by step number); a step not listed took its compute window, from its
+  /// first compute's start to its last one's end.
+  std::map<int, double> stepTimes;
 };
 
 /// Fits the costs of \p problem's stages (its shape: stages, their inputs,
@@ -77,7 +115,8 @@ struct CostFit {
 /// fused backward nor both halves.
 llvm::Expected<CostFit> fitCosts(const Problem &problem,
                                  const std::vector<MeasuredCompute> &computes,
-                                 const std::vector<double> &overhead);
+                                 const std::vector<double> &overhead,
+                                 const FitOptions &options = FitOptions());
 
 /// \p problem with \p fit's costs: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and

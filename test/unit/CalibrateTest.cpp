@@ -131,22 +131,34 @@ TEST(CostFit, EveryKindsReplayedTimelineFitsBackToItsCosts) {
       options.kind = kind;
       Schedule schedule = llvm::cantFail(generateSchedule(problem, options));
       Timeline timeline = llvm::cantFail(simulate(problem, schedule));
-      std::vector<MeasuredCompute> computes;
-      for (int step = 0; step < 2; ++step)
-        for (int r = 0; r < p; ++r)
-          for (const TimedAction &a : timeline.ranks[r])
-            computes.push_back({r, step, a.action, step * 1000.0 + a.start,
-                                step * 1000.0 + a.end});
-      CostFit fit = llvm::cantFail(
-          fitCosts(problem, computes, std::vector<double>(p, 0.0)));
-      SCOPED_TRACE(scheduleKindName(kind).str() + " p=" + std::to_string(p));
-      EXPECT_EQ(fit.steps, 2);
-      EXPECT_NEAR(fit.latency, 0.125, 1e-9);
-      Problem fitted = withFittedCosts(problem, fit);
-      for (int s = 0; s < n; ++s) {
-        EXPECT_NEAR(fitted.stages[s].forward, 1.0 + 0.125 * s, 1e-9);
-        EXPECT_NEAR(fitted.stages[s].backwardInput, 1.5, 1e-9);
-        EXPECT_NEAR(fitted.stages[s].backwardWeight, 0.75, 1e-9);
+      // Steps on one time axis (stagecraft-run), or each on its own
+      // (torch's traces, each from its own barrier).
+      for (double apart : {1000.0, 0.0}) {
+        std::vector<MeasuredCompute> computes;
+        for (int step = 0; step < 2; ++step)
+          for (int r = 0; r < p; ++r)
+            for (const TimedAction &a : timeline.ranks[r])
+              computes.push_back({r, step, a.action, step * apart + a.start,
+                                  step * apart + a.end});
+        CostFit fit = llvm::cantFail(
+            fitCosts(problem, computes, std::vector<double>(p, 0.0)));
+        SCOPED_TRACE(scheduleKindName(kind).str() + " p=" + std::to_string(p) +
+                     " apart=" + std::to_string(apart));
+        EXPECT_EQ(fit.steps, 2);
+        EXPECT_NEAR(fit.latency, 0.125, 1e-9);
+        // No receive overhead where none was spent: a consumer that waited
+        // out part of its input's latency is no consumer whose input was
+        // there (before, 1F1B on 2 ranks fitted 0.0625 ms).
+        EXPECT_NEAR(fit.receiveOverhead, 0.0, 1e-9);
+        // The replayed steps are the simulation: nothing to stretch.
+        EXPECT_EQ(fit.replayed, 2);
+        EXPECT_NEAR(fit.stretch, 1.0, 1e-9);
+        Problem fitted = withFittedCosts(problem, fit);
+        for (int s = 0; s < n; ++s) {
+          EXPECT_NEAR(fitted.stages[s].forward, 1.0 + 0.125 * s, 1e-9);
+          EXPECT_NEAR(fitted.stages[s].backwardInput, 1.5, 1e-9);
+          EXPECT_NEAR(fitted.stages[s].backwardWeight, 0.75, 1e-9);
+        }
       }
     }
 }
@@ -237,8 +249,12 @@ TEST(CostFit, AMessageOverheadIsFittedAndChargedPerCrossRankMessage) {
   for (MeasuredCompute &c : computes)
     c.overhead =
         0.05 + 0.25 * crossRankMessages(problem, schedule.placement, c.action);
-  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  // The overheads are not in the computes' times: fit the parts alone.
+  FitOptions parts;
+  parts.reproduce = false;
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}, parts));
   EXPECT_NEAR(fit.messageOverhead, 0.25, 1e-9);
+  EXPECT_EQ(fit.stretch, 1.0);
   Problem fitted = withFittedCosts(problem, fit);
   for (const Stage &s : fitted.stages) {
     EXPECT_NEAR(s.forward, 1.05, 1e-9);
@@ -329,6 +345,98 @@ TEST(CostFit, NoCostFallsBelowTheMeasuredDuration) {
   EXPECT_NEAR(fit.messageOverhead, 1.0, 1e-9);
   EXPECT_NEAR(fit.forward[0], 0.5, 1e-9); // 0.5 + max(0, 0 - 1)
   EXPECT_NEAR(fit.backward[1], 0.5 + 1.0, 1e-9);
+}
+
+} // namespace
+
+namespace {
+
+/// What the parts miss (here: 2 ms of step() work around every step's
+/// computes) is spread over the computes by one stretch, so that the
+/// simulator reproduces the measured steps; the parts themselves are
+/// reported as measured.
+TEST(CostFit, TheStretchMakesTheSimulatorReproduceTheMeasuredSteps) {
+  Problem problem = uniformProblem(2, 8, 2, {1.0, 1.0, 1.0}, 0.1);
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::OneFOneB);
+  // Three steps: 2, 1 and 3 ms beyond the computes' window.
+  std::vector<MeasuredCompute> steps;
+  FitOptions options;
+  for (int step = 0; step < 3; ++step) {
+    for (MeasuredCompute c : computes) {
+      c.step = step;
+      c.start += 100.0 * step;
+      c.end += 100.0 * step;
+      steps.push_back(c);
+    }
+    options.stepTimes[step] =
+        timeline.makespan + (step == 0 ? 2.0 : 2.0 * step - 1.0);
+  }
+  CostFit fit = llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options));
+  EXPECT_EQ(fit.replayed, 3);
+  EXPECT_NEAR(fit.forward[0], 1.0, 1e-9);
+  EXPECT_NEAR(fit.unstretchedRatio, timeline.makespan / (timeline.makespan + 2),
+              1e-9);
+  EXPECT_GT(fit.stretch, 1.0);
+  // The median step (2 ms more) is reproduced.
+  Timeline fitted =
+      llvm::cantFail(simulate(withFittedCosts(problem, fit), schedule));
+  EXPECT_NEAR(fitted.makespan, timeline.makespan + 2.0, 1e-6);
+  EXPECT_NEAR(withFittedCosts(problem, fit).stages[1].forward, fit.stretch,
+              1e-9);
+  // Without step times the window is the target: nothing to stretch.
+  options.stepTimes.clear();
+  EXPECT_NEAR(
+      llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options)).stretch,
+      1.0, 1e-9);
+  // Steps that do not make a whole schedule are not replayed.
+  steps.pop_back();
+  options.stepTimes[0] = options.stepTimes[1] = timeline.makespan + 2.0;
+  CostFit partial =
+      llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options));
+  EXPECT_EQ(partial.replayed, 2);
+}
+
+/// torch runs an overlapped F&B as its two halves, one after the other:
+/// marked, the halves are replayed as the plan's one action, so the step
+/// simulates as the plan does.
+TEST(CostFit, AnOverlappedForwardAndBackwardIsReplayedAsOneAction) {
+  Problem problem = uniformProblem(2, 8, 4, {1.0, 1.0, 1.0}, 0.1);
+  auto [schedule, timeline, unused] = replay(problem, ScheduleKind::DualPipeV);
+  std::vector<MeasuredCompute> computes;
+  int overlapped = 0;
+  for (int r = 0; r < 2; ++r)
+    for (const TimedAction &a : timeline.ranks[r]) {
+      if (a.action.kind != ActionKind::ForwardBackward) {
+        computes.push_back({r, 0, a.action, a.start, a.end});
+        continue;
+      }
+      ++overlapped;
+      double half = a.start + problem.stages[a.action.stage].forward;
+      MeasuredCompute f{
+          r,
+          0,
+          {ActionKind::Forward, a.action.stage, a.action.microbatch},
+          a.start,
+          half};
+      f.overlapsNext = true;
+      computes.push_back(f);
+      computes.push_back({r,
+                          0,
+                          {ActionKind::Backward, a.action.backwardStage,
+                           a.action.backwardMicrobatch},
+                          half,
+                          a.end});
+    }
+  ASSERT_GT(overlapped, 0);
+  FitOptions options;
+  options.stepTimes[0] = 1.25 * timeline.makespan;
+  CostFit fit =
+      llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}, options));
+  EXPECT_EQ(fit.replayed, 1);
+  EXPECT_NEAR(fit.unstretchedRatio, 0.8, 1e-9);
+  Timeline fitted =
+      llvm::cantFail(simulate(withFittedCosts(problem, fit), schedule));
+  EXPECT_NEAR(fitted.makespan, 1.25 * timeline.makespan, 1e-6);
 }
 
 } // namespace
