@@ -8,6 +8,7 @@ against simulated) and the plan from the calibrated costs, and writes the
 measured step beside the simulated one as a Chrome trace (Perfetto).
 """
 
+import statistics
 import sys
 
 import torch
@@ -62,13 +63,16 @@ def main():
         for _ in range(5):
             step()
     # 4. Calibrate: the costs the traced steps show; 5. plan again.
-    calibrated = sct.calibrate(trace, problem)
+    fit = {}
+    calibrated = sct.calibrate(trace, problem, details=fit)
     again = sct.plan(calibrated, kind="auto", time_limit=1.0)
     if rank == 0:
         print(trace.report(plan), end="")
         predicted = sc.from_csv(calibrated, plan.to_csv()).makespan
-        print(f"{kind} on the calibrated costs: {predicted:.2f} ms; auto "
-              f"there: {again.makespan:.2f} ms")
+        print(f"{kind} on the calibrated costs: {predicted:.2f} ms (the "
+              f"traced steps' median {statistics.median(trace.step_times()):.2f}"
+              f" ms; costs stretched {fit['stretch']:.3f}); auto there: "
+              f"{again.makespan:.2f} ms")
         if path:
             with open(path, "w") as f:
                 f.write(trace.chrome_trace(plan))
