@@ -370,6 +370,15 @@ def test_torchs_own_encoder_layers_equal_the_unpipelined_model(tmp_path,
                                        STAGECRAFT_TORCH_MODEL="encoder"))
 
 
+def test_calibrate_refuses_an_unknown_statistic_or_target():
+    problem = sc.Problem(ranks=2, microbatches=2,
+                         stages=[sc.Stage(), sc.Stage()])
+    with pytest.raises(sc.ScheduleError, match="reproduce='steps'"):
+        sct.calibrate([], problem, reproduce="steps")
+    with pytest.raises(sc.ScheduleError, match="statistic='mode'"):
+        sct.calibrate([], problem, statistic="mode")
+
+
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])
 def test_a_trace_records_every_action_of_real_steps_and_calibrates(tmp_path,
                                                                     kind):
