@@ -76,7 +76,14 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
     if (s < static_cast<int>(plan.stageInputs.size()))
       shape.stages[s].inputs = plan.stageInputs[s];
   }
-  llvm::Expected<Calibration> fit = sched::fitCosts(shape, measured, overhead);
+  // Each step's time, barrier to barrier (what the run reports as its
+  // steps), for the stretch that makes the simulator reproduce them.
+  sched::FitOptions options;
+  for (size_t k = 1; k < report.stepEnds.size(); ++k)
+    options.stepTimes[static_cast<int>(k)] =
+        1e3 * (report.stepEnds[k] - report.stepEnds[k - 1]);
+  llvm::Expected<Calibration> fit =
+      sched::fitCosts(shape, measured, overhead, options);
   if (!fit)
     return fail(llvm::toString(fit.takeError()) +
                 "; run with --train and more steps");
@@ -92,6 +99,11 @@ std::string stagecraft::runtime::describeCalibration(const sched::Plan &plan,
   for (double o : c.overhead)
     out += fmt::format(" {:.4g}", o);
   out += "\n";
+  if (c.replayed > 0)
+    out += fmt::format("  every cost below stretched by {:.4g} so that the {} "
+                       "replayed step(s) take their measured time (without "
+                       "it they simulate to {:.4g} of it)\n",
+                       c.stretch, c.replayed, c.unstretchedRatio);
   for (size_t s = 0; s < c.forward.size(); ++s) {
     out += fmt::format("  stage @{}: F {:.4g} ms", plan.stageNames[s],
                        c.forward[s]);

@@ -52,11 +52,18 @@ int main(int argc, char **argv) {
                                              where);
   };
   source.calibrate = [&](const runtime::Calibration &c, StringRef output) {
+    // The spec gets the fitted parts with the fit's stretch, as the
+    // scheduler's withFittedCosts does.
+    auto stretched = [&](std::vector<double> v) {
+      for (double &x : v)
+        x *= c.stretch;
+      return v;
+    };
     stagecraft::pipe::MeasuredCosts costs;
-    costs.forward = c.forward;
-    costs.backwardInput = c.backwardInput;
-    costs.backwardWeight = c.backwardWeight;
-    costs.backward = c.backward;
+    costs.forward = stretched(c.forward);
+    costs.backwardInput = stretched(c.backwardInput);
+    costs.backwardWeight = stretched(c.backwardWeight);
+    costs.backward = stretched(c.backward);
     costs.latency = c.latency;
     return stagecraft::pipe::writeSpecWithCosts(
         o.input, costs,
