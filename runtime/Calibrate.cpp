@@ -15,8 +15,8 @@ using namespace stagecraft::runtime;
 namespace sched = stagecraft::pipe::sched;
 
 llvm::Expected<Calibration>
-stagecraft::runtime::calibrate(const sched::Plan &plan,
-                               const RunReport &report) {
+stagecraft::runtime::calibrate(const sched::Plan &plan, const RunReport &report,
+                               bool stepsOverlap) {
   const int n = static_cast<int>(plan.stageNames.size());
   const int p = plan.numRanks();
   auto fail = [](const std::string &what) {
@@ -78,7 +78,11 @@ stagecraft::runtime::calibrate(const sched::Plan &plan,
   }
   // Each step's time, barrier to barrier (what the run reports as its
   // steps), for the stretch that makes the simulator reproduce them.
+  // Overlapping steps have no such time, and a step's computes wait on its
+  // neighbours' there, which a replay of the step alone does not: the
+  // parts stand unstretched.
   sched::FitOptions options;
+  options.reproduce = !stepsOverlap;
   for (size_t k = 1; k < report.stepEnds.size(); ++k)
     options.stepTimes[static_cast<int>(k)] =
         1e3 * (report.stepEnds[k] - report.stepEnds[k - 1]);

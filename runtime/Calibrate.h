@@ -30,10 +30,14 @@ namespace stagecraft::runtime {
 using Calibration = pipe::sched::CostFit;
 
 /// Fits \p plan's costs to \p report (a run of \p plan with `--train` or
-/// timed computes; `RankResult::actions` of every rank). Fails naming the
-/// stage when a stage has no measured action.
+/// timed computes; `RankResult::actions` of every rank), stretched so that
+/// its steps replay to their time barrier to barrier; not stretched when
+/// \p stepsOverlap (no barrier between them: a step waits on its
+/// neighbours, which a replay of the step alone does not). Fails naming
+/// the stage when a stage has no measured action.
 llvm::Expected<Calibration> calibrate(const sched::Plan &plan,
-                                      const RunReport &report);
+                                      const RunReport &report,
+                                      bool stepsOverlap = false);
 
 /// One line per stage and the fitted latency, for the run's output.
 std::string describeCalibration(const sched::Plan &plan,

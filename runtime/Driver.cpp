@@ -498,7 +498,8 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
       os << format("%.9g\n", loss);
   }
   if (!o.calibrate.empty()) {
-    Expected<Calibration> fitted = calibrate(*plan, *report);
+    Expected<Calibration> fitted = calibrate(
+        *plan, *report, options.exec.train && options.exec.train->overlapSteps);
     if (!fitted)
       return fail(fitted.takeError());
     outs() << describeCalibration(*plan, *fitted);
