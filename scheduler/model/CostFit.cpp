@@ -1,7 +1,8 @@
 //===- CostFit.cpp - Costs fitted to measured computes --------------------===//
 //
 // Medians of the measured computes per stage and kind, plus the rank's
-// overhead; the link latency from receivers that waited.
+// overhead; the link latency from receivers that waited; the stretch that
+// makes the replayed steps take their measured time.
 //
 //===----------------------------------------------------------------------===//
 

@@ -3,10 +3,12 @@
 //
 // What a traced run says about the costs the simulator should use, whatever
 // runtime ran it (stagecraft-run's executor, or torch's through
-// stagecraft.torch): each stage's F, I, W and fused B as the medians of its
-// measured computes, each rank's per-compute overhead folded into them, and
-// the time a message takes between ranks (the link latency), from the
-// receivers that sat idle waiting for it.
+// stagecraft.torch): each stage's F, I, W and fused B as the medians (or
+// means) of its measured computes, each rank's per-compute overhead folded
+// into them, and the time a message takes between ranks (the link
+// latency), from the receivers that sat idle waiting for it; then one
+// stretch of every cost, so that the measured steps, replayed in the order
+// their ranks ran them, take the time they took.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,10 +47,11 @@ struct MeasuredCompute {
 };
 
 struct CostFit {
-  /// Per stage, in milliseconds: the median measured forward,
-  /// backward-input, backward-weight and fused backward, each with its
-  /// rank's per-compute overhead and the mean of its computes' own
-  /// overhead added; 0 where the run had no such compute.
+  /// Per stage, in milliseconds: the median (FitOptions::statistic)
+  /// measured forward, backward-input, backward-weight and fused backward,
+  /// each with its rank's per-compute overhead and the mean of its
+  /// computes' own overhead added, before the stretch; 0 where the run had
+  /// no such compute.
   std::vector<double> forward, backwardInput, backwardWeight, backward;
   /// Computes measured per stage.
   std::vector<int> samples;

@@ -440,3 +440,34 @@ TEST(CostFit, AnOverlappedForwardAndBackwardIsReplayedAsOneAction) {
 }
 
 } // namespace
+
+namespace {
+
+/// The median keeps the typical compute, the mean spreads a stall over
+/// every compute of its kind.
+TEST(CostFit, TheStatisticIsTheMedianOrTheMean) {
+  Problem problem = uniformProblem(2, 2, 2, {1.0, 1.0, 1.0}, 0.0);
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::GPipe);
+  // Three steps; stage 0's forward of microbatch 0 stalls 3 ms in one.
+  std::vector<MeasuredCompute> steps;
+  for (int step = 0; step < 3; ++step)
+    for (MeasuredCompute c : computes) {
+      c.step = step;
+      if (step == 0 && c.action.kind == ActionKind::Forward &&
+          c.action.stage == 0 && c.action.microbatch == 0)
+        c.end += 3.0;
+      steps.push_back(c);
+    }
+  FitOptions median, mean;
+  median.reproduce = mean.reproduce = false;
+  mean.statistic = CostStatistic::Mean;
+  EXPECT_NEAR(
+      llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, median)).forward[0],
+      1.0, 1e-9);
+  // Six forwards of stage 0, one 3 ms longer.
+  EXPECT_NEAR(
+      llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, mean)).forward[0],
+      1.5, 1e-9);
+}
+
+} // namespace
