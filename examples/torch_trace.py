@@ -69,10 +69,10 @@ def main():
     if rank == 0:
         print(trace.report(plan), end="")
         predicted = sc.from_csv(calibrated, plan.to_csv()).makespan
+        traced = statistics.median(trace.step_times())
         print(f"{kind} on the calibrated costs: {predicted:.2f} ms (the "
-              f"traced steps' median {statistics.median(trace.step_times()):.2f}"
-              f" ms; costs stretched {fit['stretch']:.3f}); auto there: "
-              f"{again.makespan:.2f} ms")
+              f"traced steps' median {traced:.2f} ms; costs stretched "
+              f"{fit['stretch']:.3f}); auto there: {again.makespan:.2f} ms")
         if path:
             with open(path, "w") as f:
                 f.write(trace.chrome_trace(plan))

@@ -14,6 +14,7 @@
 
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/lower/Program.h"
+#include "scheduler/model/CostFit.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -28,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <tuple>
 
 using namespace mlir;
 using namespace stagecraft::pipe;
@@ -396,13 +398,10 @@ llvm::Error stagecraft::pipe::writeSpecWithCosts(llvm::StringRef path,
                             costs.forward.size()));
   for (size_t s = 0; s < ops.size(); ++s) {
     double in = costs.backwardInput[s], weight = costs.backwardWeight[s];
-    if (in <= 0.0 && weight <= 0.0 && costs.backward[s] > 0.0) {
-      double specI = ops[s].getBackwardInput().convertToDouble();
-      double specW = ops[s].getBackwardWeight().convertToDouble();
-      double share = specI + specW > 0.0 ? specI / (specI + specW) : 0.5;
-      in = costs.backward[s] * share;
-      weight = costs.backward[s] - in;
-    }
+    if (in <= 0.0 && weight <= 0.0 && costs.backward[s] > 0.0)
+      std::tie(in, weight) = sched::splitBackward(
+          costs.backward[s], ops[s].getBackwardInput().convertToDouble(),
+          ops[s].getBackwardWeight().convertToDouble());
     setStageCosts(ops[s], costs.forward[s], in, weight);
   }
   if (costs.latency) {

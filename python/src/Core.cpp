@@ -652,8 +652,7 @@ NB_MODULE(_core, m) {
       "step not given took its compute window; `overlapped`: the indices of "
       "the computes that ran with their rank's next one as one overlapped "
       "F&B of the plan), and `problem` with those costs (a stage measured "
-      "fused splits its B in the ratio of the "
-      "problem's own I and W).");
+      "fused splits its B in the ratio of the problem's own I and W).");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

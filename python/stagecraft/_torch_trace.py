@@ -443,13 +443,13 @@ def calibrate(trace, problem: Problem, details: dict | None = None,
     (median ratio 1): what the parts miss, the stalls a median leaves out
     and step()'s own work before the first compute and after the last,
     spread over the computes; "window": the same against the steps'
-    first compute to last; None: no stretch. `details`, when given, receives the fit's figures
-    (per stage forward, backward_input, backward_weight, backward,
-    samples, before the stretch; latency, message_overhead,
-    receive_overhead; stretch, replayed (the steps it was fitted on) and
-    unstretched_ratio (their median simulated / measured without it);
-    steps). Raises
-    ScheduleError naming a stage with no traced forward and backward."""
+    first compute to last; None: no stretch. `details`, when given,
+    receives the fit's figures (per stage forward, backward_input,
+    backward_weight, backward, samples, before the stretch; latency,
+    message_overhead, receive_overhead; stretch, replayed (the steps it
+    was fitted on) and unstretched_ratio (their median simulated /
+    measured without it); steps). Raises ScheduleError naming a stage
+    with no traced forward and backward."""
     traces = list(trace) if isinstance(trace, (list, tuple)) else [trace]
     computes, step_times, overlapped = [], {}, []
     if reproduce not in ("step", "window", None):

@@ -559,7 +559,6 @@ def calibration(kind, rank, world, n_mb, steps=20):
                                                reproduce=None), csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
             "stretch": details["stretch"], "latency": calibrated.latency,
-            "replayed": details["replayed"], "unstretched": details["unstretched_ratio"],
             "report": traces[-1].report(sc.from_csv(calibrated, csv))}
 
 

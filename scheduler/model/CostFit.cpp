@@ -118,17 +118,18 @@ measuredSteps(const Problem &problem,
   return out;
 }
 
-/// Sets \p fit's stretch so that the median of the measured steps'
-/// simulated makespan over their time is 1 (a makespan grows with the
-/// stretch, so bisection finds it).
+/// Sets \p fit's stretch (1 on entry) so that the median of the measured
+/// steps' simulated makespan over their time is 1 (a makespan grows with
+/// the stretch, so bisection finds it).
 static void fitStretch(const Problem &problem,
                        const std::vector<const MeasuredCompute *> &order,
                        const std::map<int, double> &stepTimes, CostFit &fit) {
   std::vector<std::pair<Schedule, double>> steps =
       measuredSteps(problem, order, stepTimes);
   auto ratio = [&](double stretch) {
-    fit.stretch = stretch;
-    Problem fitted = withFittedCosts(problem, fit);
+    CostFit trial = fit;
+    trial.stretch = stretch;
+    Problem fitted = withFittedCosts(problem, trial);
     std::vector<double> ratios;
     for (const auto &[schedule, took] : steps)
       if (llvm::Expected<Timeline> t = simulate(fitted, schedule))
@@ -137,14 +138,10 @@ static void fitStretch(const Problem &problem,
         llvm::consumeError(t.takeError());
     return ratios.empty() ? std::nan("") : median(ratios);
   };
-  fit.stretch = 1.0;
-  fit.replayed = static_cast<int>(steps.size());
   const double at1 = steps.empty() ? std::nan("") : ratio(1.0);
-  fit.stretch = 1.0;
-  if (!std::isfinite(at1)) {
-    fit.replayed = 0;
+  if (!std::isfinite(at1))
     return;
-  }
+  fit.replayed = static_cast<int>(steps.size());
   fit.unstretchedRatio = at1;
   if (std::abs(at1 - 1.0) < 1e-9)
     return;
@@ -152,10 +149,8 @@ static void fitStretch(const Problem &problem,
   // stretch (latency), so [1 / (2 at1), 2 / at1] brackets the answer
   // unless latency alone exceeds the step.
   double lo = at1 > 1.0 ? 0.5 / at1 : 1.0, hi = at1 > 1.0 ? 1.0 : 2.0 / at1;
-  if (ratio(lo) > 1.0 || ratio(hi) < 1.0) {
-    fit.stretch = 1.0;
+  if (ratio(lo) > 1.0 || ratio(hi) < 1.0)
     return;
-  }
   for (int i = 0; i < 60 && hi - lo > 1e-9 * hi; ++i) {
     double mid = 0.5 * (lo + hi);
     (ratio(mid) < 1.0 ? lo : hi) = mid;
@@ -366,8 +361,18 @@ llvm::Expected<CostFit> stagecraft::pipe::sched::fitCosts(
   return fit;
 }
 
+CostFit stagecraft::pipe::sched::stretched(CostFit fit) {
+  for (std::vector<double> *costs :
+       {&fit.forward, &fit.backwardInput, &fit.backwardWeight, &fit.backward})
+    for (double &cost : *costs)
+      cost *= fit.stretch;
+  fit.stretch = 1.0;
+  return fit;
+}
+
 Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
-                                                 const CostFit &fit) {
+                                                 const CostFit &measured) {
+  const CostFit fit = stretched(measured);
   for (int s = 0;
        s < problem.numStages() && s < static_cast<int>(fit.forward.size());
        ++s) {
@@ -376,20 +381,20 @@ Problem stagecraft::pipe::sched::withFittedCosts(Problem problem,
     if (in <= 0.0 && weight <= 0.0 && fit.backward[s] > 0.0)
       std::tie(in, weight) = splitBackward(fit.backward[s], stage.backwardInput,
                                            stage.backwardWeight);
-    else if (fit.backward[s] <= 0.0 && stage.fusedBackward &&
-             stage.backwardInput + stage.backwardWeight > 0.0)
+    else if (fit.backward[s] <= 0.0 && stage.fusedBackward)
       // Measured split only: a fused backward known beforehand keeps its
-      // ratio to I + W.
-      stage.fusedBackward = *stage.fusedBackward * (in + weight) /
-                            (stage.backwardInput + stage.backwardWeight);
-    stage.forward = fit.stretch * fit.forward[s];
-    stage.backwardInput = fit.stretch * in;
-    stage.backwardWeight = fit.stretch * weight;
+      // ratio to I + W (where it has none to keep, it takes the stretch).
+      stage.fusedBackward =
+          stage.backwardInput + stage.backwardWeight > 0.0
+              ? *stage.fusedBackward * (in + weight) /
+                    (stage.backwardInput + stage.backwardWeight)
+              : *stage.fusedBackward * measured.stretch;
+    stage.forward = fit.forward[s];
+    stage.backwardInput = in;
+    stage.backwardWeight = weight;
     // A measured fused B is what a fused backward costs, split or not.
     if (fit.backward[s] > 0.0)
       stage.fusedBackward = fit.backward[s];
-    if (stage.fusedBackward)
-      stage.fusedBackward = fit.stretch * *stage.fusedBackward;
   }
   problem.latency = fit.latency;
   if (problem.links && problem.numStages() > 0) {

@@ -121,7 +121,11 @@ llvm::Expected<CostFit> fitCosts(const Problem &problem,
                                  const std::vector<double> &overhead,
                                  const FitOptions &options = FitOptions());
 
-/// \p problem with \p fit's costs: each stage's F, I and W (a stage
+/// \p fit with its stretch applied to every per-stage cost (forward,
+/// backward-input, backward-weight, fused backward), and a stretch of 1.
+CostFit stretched(CostFit fit);
+
+/// \p problem with \p fit's costs, stretched: each stage's F, I and W (a stage
 /// measured only fused splits its B in the ratio of \p problem's own I and
 /// W), its fused backward where one was measured (else one \p problem
 /// already has, scaled as its I + W were), the fitted latency (with links:

@@ -31,8 +31,6 @@ using namespace stagecraft::pipe::sched;
 
 namespace {
 constexpr double kEps = 1e-7;
-/// The largest program the ILP builds and solves.
-constexpr long long kMaxOrderVariables = 20000;
 
 llvm::Error error(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -257,12 +255,12 @@ stagecraft::pipe::sched::ilpSchedule(const Problem &problem,
     for (size_t i = 0; i < acts.size(); ++i)
       for (size_t k = i + 1; k < acts.size(); ++k)
         orderVariables += isFree(acts[i], acts[k]);
-  if (orderVariables > kMaxOrderVariables) {
+  if (orderVariables > kIlpMaxOrderVariables) {
     if (!initial)
       return error(fmt::format(
           "the program has {} order variables, more than the {} the ILP "
           "solves; use kind=auto",
-          orderVariables, kMaxOrderVariables));
+          orderVariables, kIlpMaxOrderVariables));
     IlpResult result;
     result.schedule = *initial;
     result.value = initialTimeline->value(options.objective);

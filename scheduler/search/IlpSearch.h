@@ -44,6 +44,9 @@ struct IlpOptions {
   std::optional<Schedule> initial;
 };
 
+/// The largest program the ILP builds and solves, in order variables.
+constexpr long long kIlpMaxOrderVariables = 20000;
+
 struct IlpResult {
   /// The best schedule found (the solver's orders, re-simulated, or
   /// `initial` where that is no worse).
@@ -57,8 +60,8 @@ struct IlpResult {
   bool optimal = false;
   /// The solution came from the solver, not from `initial`.
   bool improved = false;
-  /// False when the program was too large to solve (more than 20,000 order
-  /// variables): `initial` stands, with the memory-aware bound.
+  /// False when the program was too large to solve (more than
+  /// kIlpMaxOrderVariables): `initial` stands, with the memory-aware bound.
   bool solved = true;
   /// The program's size.
   int orderVariables = 0;

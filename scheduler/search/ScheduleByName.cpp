@@ -239,10 +239,10 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
                                  : fmt::format("auto's {} kept", ilp->autoName);
     if (!ilp->solved) {
       r->choice = fmt::format(
-          "ilp: the program has {} order variables, more than the 20000 it "
+          "ilp: the program has {} order variables, more than the {} it "
           "solves; auto's {} kept ({} {:g}, bound {:g}{})",
-          ilp->orderVariables, ilp->autoName, what, ilp->value, ilp->bound,
-          ilp->optimal ? ", optimal" : "");
+          ilp->orderVariables, kIlpMaxOrderVariables, ilp->autoName, what,
+          ilp->value, ilp->bound, ilp->optimal ? ", optimal" : "");
       return r;
     }
     r->choice =

@@ -235,6 +235,22 @@ Replay replay(const Problem &problem, ScheduleKind kind) {
   return out;
 }
 
+/// \p computes (one step) measured \p steps times, step k \p apart * k ms
+/// later.
+std::vector<MeasuredCompute>
+repeated(const std::vector<MeasuredCompute> &computes, int steps,
+         double apart) {
+  std::vector<MeasuredCompute> out;
+  for (int step = 0; step < steps; ++step)
+    for (MeasuredCompute c : computes) {
+      c.step = step;
+      c.start += apart * step;
+      c.end += apart * step;
+      out.push_back(c);
+    }
+  return out;
+}
+
 } // namespace
 
 namespace {
@@ -359,18 +375,11 @@ TEST(CostFit, TheStretchMakesTheSimulatorReproduceTheMeasuredSteps) {
   Problem problem = uniformProblem(2, 8, 2, {1.0, 1.0, 1.0}, 0.1);
   auto [schedule, timeline, computes] = replay(problem, ScheduleKind::OneFOneB);
   // Three steps: 2, 1 and 3 ms beyond the computes' window.
-  std::vector<MeasuredCompute> steps;
+  std::vector<MeasuredCompute> steps = repeated(computes, 3, 100.0);
   FitOptions options;
-  for (int step = 0; step < 3; ++step) {
-    for (MeasuredCompute c : computes) {
-      c.step = step;
-      c.start += 100.0 * step;
-      c.end += 100.0 * step;
-      steps.push_back(c);
-    }
-    options.stepTimes[step] =
-        timeline.makespan + (step == 0 ? 2.0 : 2.0 * step - 1.0);
-  }
+  const double beyond[] = {2.0, 1.0, 3.0};
+  for (int step = 0; step < 3; ++step)
+    options.stepTimes[step] = timeline.makespan + beyond[step];
   CostFit fit = llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options));
   EXPECT_EQ(fit.replayed, 3);
   EXPECT_NEAR(fit.forward[0], 1.0, 1e-9);
@@ -449,15 +458,11 @@ TEST(CostFit, TheStatisticIsTheMedianOrTheMean) {
   Problem problem = uniformProblem(2, 2, 2, {1.0, 1.0, 1.0}, 0.0);
   auto [schedule, timeline, computes] = replay(problem, ScheduleKind::GPipe);
   // Three steps; stage 0's forward of microbatch 0 stalls 3 ms in one.
-  std::vector<MeasuredCompute> steps;
-  for (int step = 0; step < 3; ++step)
-    for (MeasuredCompute c : computes) {
-      c.step = step;
-      if (step == 0 && c.action.kind == ActionKind::Forward &&
-          c.action.stage == 0 && c.action.microbatch == 0)
-        c.end += 3.0;
-      steps.push_back(c);
-    }
+  std::vector<MeasuredCompute> steps = repeated(computes, 3, 0.0);
+  for (MeasuredCompute &c : steps)
+    if (c.step == 0 && c.action.kind == ActionKind::Forward &&
+        c.action.stage == 0 && c.action.microbatch == 0)
+      c.end += 3.0;
   FitOptions median, mean;
   median.reproduce = mean.reproduce = false;
   mean.statistic = CostStatistic::Mean;

@@ -52,19 +52,14 @@ int main(int argc, char **argv) {
                                              where);
   };
   source.calibrate = [&](const runtime::Calibration &c, StringRef output) {
-    // The spec gets the fitted parts with the fit's stretch, as the
-    // scheduler's withFittedCosts does.
-    auto stretched = [&](std::vector<double> v) {
-      for (double &x : v)
-        x *= c.stretch;
-      return v;
-    };
+    // The spec gets the fitted parts with the fit's stretch.
+    const runtime::Calibration fit = stagecraft::pipe::sched::stretched(c);
     stagecraft::pipe::MeasuredCosts costs;
-    costs.forward = stretched(c.forward);
-    costs.backwardInput = stretched(c.backwardInput);
-    costs.backwardWeight = stretched(c.backwardWeight);
-    costs.backward = stretched(c.backward);
-    costs.latency = c.latency;
+    costs.forward = fit.forward;
+    costs.backwardInput = fit.backwardInput;
+    costs.backwardWeight = fit.backwardWeight;
+    costs.backward = fit.backward;
+    costs.latency = fit.latency;
     return stagecraft::pipe::writeSpecWithCosts(
         o.input, costs,
         "// Costs calibrated by stagecraft-run --calibrate from a measured "
