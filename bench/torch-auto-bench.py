@@ -22,16 +22,20 @@ beside the built-ins; the costs calibrated from all the traces; every
 kind planned again, and auto once within the simulated peak memory of
 each built-in ("auto within X's memory"); those plans (a plan whose
 order repeats another's runs once, for both) and the built-ins then
-alternate step by step, 20 steps each after a warm-up, and one more step
+alternate step by step, STEPS each after a warm-up, and one more step
 of each measures its peak activation memory per rank
 (`stagecraft.torch.activation_memory`: the bytes autograd saves for
 backward). RUNS launches per configuration; a schedule's figure is the
 median over launches of each launch's median step, with the range of
-those medians.
+those medians. Every ratio is paired: within each launch, a schedule's
+median step over the other's (their steps alternated, so both saw the
+machine in the same state), and the median over launches of those
+ratios, with their range; the A/A control is paired the same way.
 
-    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MODELS] [SHAPES] [MICROBATCHES]
+    build-python/venv/bin/python bench/torch-auto-bench.py [RUNS] [MODELS] [SHAPES] [MICROBATCHES] [STEPS]
 
-e.g. `... 3 blocks,encoder,uneven v,loop,two 4,8,16` (the defaults).
+e.g. `... 3 blocks,encoder,uneven v,loop,two 4,8,16 40` (the defaults;
+STEPS: measured steps per schedule and launch).
 Prints one table per model and a summary of the goals.
 """
 
@@ -48,6 +52,7 @@ models = sys.argv[2].split(",") if len(sys.argv) > 2 else \
 shapes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["v", "loop", "two"]
 counts = [int(m) for m in sys.argv[4].split(",")] if len(sys.argv) > 4 \
     else [4, 8, 16]
+steps = int(sys.argv[5]) if len(sys.argv) > 5 else 40
 
 
 
@@ -68,7 +73,8 @@ for model in models:
             results = []
             for _ in range(runs):
                 try:
-                    results.append(launch("grid", shape, 2, n_mb))
+                    results.append(launch("grid", shape, 2, n_mb,
+                                          steps=steps))
                 except SystemExit as failed:  # Said, and the others go on.
                     print(f"\n{model} {shape} m={n_mb}: a launch failed: "
                           f"{failed}\n", file=sys.stderr, flush=True)
@@ -81,7 +87,13 @@ for model in models:
             step = {who: statistics.median(v) for who, v in med.items()}
             builtins = [who for who in names if who.startswith("Schedule")
                         and not who.endswith("(again)")]
-            fastest = min(builtins, key=step.get)
+
+            def paired(who, base):
+                """Median and range over launches of who / base."""
+                r = [x["median"][who] / x["median"][base] for x in results]
+                return statistics.median(r), min(r), max(r)
+            fastest = min(builtins, key=lambda b: paired(b, builtins[0])[0])
+            ratio = {who: paired(who, fastest) for who in names}
             # The most any rank held, median over launches.
             peak = {who: [statistics.median(r["peaks"][who][k]
                                             for r in results)
@@ -96,16 +108,17 @@ for model in models:
                         + ")")
                 print(f"| {shape} | {n_mb} | {label} | {step[who]:.2f} "
                       f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
-                      f"{step[who] / step[fastest]:.3f} | "
+                      f"{ratio[who][0]:.3f} ({ratio[who][1]:.2f}.."
+                      f"{ratio[who][2]:.2f}) | "
                       + (f"{sim[0]:.2f} | {kib(peak[who])} | "
                          f"{sim[1] * 1024:.0f} |" if sim else
                          f"- | {kib(peak[who])} | - |"), flush=True)
-            namesakes = {k: step[k] / step[t] for k, t in NAMESAKES.items()
+            namesakes = {k: paired(k, t)[0] for k, t in NAMESAKES.items()
                          if k in step and t in step}
             auto = f"auto within {fastest}'s memory"
-            control = step[f"{fastest} (again)"] / step[fastest]
-            summary.append((model, shape, n_mb, fastest, step[fastest],
-                            step[auto], max(peak[auto]),
+            control = ratio[f"{fastest} (again)"][0]
+            summary.append((model, shape, n_mb, fastest, 1.0,
+                            ratio[auto][0], max(peak[auto]),
                             max(peak[fastest]), namesakes, control))
 
 print("\nsummary: auto (planned within the simulated peak memory of the "
@@ -128,3 +141,7 @@ print(f"\nA/A control: the same built-in measured twice differs by "
       f"{statistics.median(spread):.3f} (median), at most {max(spread):.3f}")
 print(f"\nauto at or below the fastest built-in on {ties} of {len(summary)} "
       f"configurations, at least 3 % faster on {wins}")
+kinds = [v for row in summary for v in row[8].values()]
+print(f"\nStagecraft kind / torch namesake at most 1.02 on "
+      f"{sum(v <= 1.02 for v in kinds)} of {len(kinds)} (kind, configuration) "
+      f"pairs")

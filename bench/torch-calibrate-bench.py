@@ -3,17 +3,22 @@
 kind's plan (uniform costs) runs on torch's runtime through
 stagecraft.torch on 2 gloo processes (one per core, one thread each), the
 small transformer of python/tests/torch_worker.py (one block per stage),
-8 microbatches. After 10 warm-up steps, 20 traced steps (each its own
-trace) and 20 measured ones (barrier to barrier, untraced) take turns, so
+8 microbatches. After 10 warm-up steps, STEPS traced steps (each its own
+trace) and STEPS measured ones (untraced; a step from the first rank's
+step() call to the last rank's return, as a trace times it) take turns, so
 that both see the machine in the same state. The plan's makespan is
 simulated on the costs `sct.profile` measures, on the costs `sct.calibrate`
 fits to the traced steps without its stretch (the parts alone), and with
-it (the default); each against the median measured step. Last, the median
-measured step over the median traced one (what tracing itself costs).
+it (the default); each against the median measured step. Then the median
+measured step over the median traced one (what tracing itself costs), and
+the median of the same untraced steps timed barrier to barrier (the
+barrier after each step included) over the measured step.
 RUNS launches per kind; the table gives the median and range of the
 launches' ratios.
 
-    build-python/venv/bin/python bench/torch-calibrate-bench.py [RUNS] [KIND,...]
+    build-python/venv/bin/python bench/torch-calibrate-bench.py [RUNS] [KIND,...] [STEPS]
+
+(STEPS: 60 by default.)
 """
 
 import statistics
@@ -25,6 +30,7 @@ KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
          "dualpipev"]
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 kinds = sys.argv[2].split(",") if len(sys.argv) > 2 else KINDS
+steps = int(sys.argv[3]) if len(sys.argv) > 3 else 60
 
 
 def cell(values, digits=3):
@@ -35,12 +41,14 @@ def cell(values, digits=3):
 print("| kind | measured step ms | measured / simulated, profiled costs | "
       "measured / simulated, calibrated parts (no stretch) | "
       "measured / simulated, calibrated | the stretch | measured / traced "
-      "step |")
-print("|---|---|---|---|---|---|---|")
+      "step | barrier to barrier / measured |")
+print("|---|---|---|---|---|---|---|---|")
 for kind in kinds:
-    results = [launch("calibration", kind) for _ in range(runs)]
+    results = [launch("calibration", kind, steps=steps) for _ in range(runs)]
     ratio = lambda key: cell([r["measured"] / r[key] for r in results])
     print(f"| {kind} | {cell([r['measured'] for r in results], 2)} | "
           f"{ratio('profiled')} | {ratio('parts')} | {ratio('calibrated')} | "
-          f"{cell([r['stretch'] for r in results])} | {ratio('traced')} |",
+          f"{cell([r['stretch'] for r in results])} | {ratio('traced')} | "
+          f"{cell([r['barrier_to_barrier'] / r['measured'] for r in results])}"
+          " |",
           flush=True)

@@ -14,8 +14,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "python", "tests", "torch_worker.py")
 
 
-def launch(mode, kind, world=2, n_mb=8, timeout=900, all_ranks=False):
-    """Rank 0's result, or every rank's (a list) with `all_ranks`."""
+def launch(mode, kind, world=2, n_mb=8, timeout=900, all_ranks=False,
+           steps=None):
+    """Rank 0's result, or every rank's (a list) with `all_ranks`; `steps`:
+    how many measured steps the mode takes (its own default if None)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -24,7 +26,7 @@ def launch(mode, kind, world=2, n_mb=8, timeout=900, all_ranks=False):
         procs = [subprocess.Popen(
             ["taskset", "-c", str(r % os.cpu_count()), sys.executable,
              WORKER, mode, kind, str(r), str(world), str(port), out,
-             str(n_mb)], env=env,
+             str(n_mb)] + ([str(steps)] if steps else []), env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for r in range(world)]
         texts = [p.communicate(timeout=timeout)[0] for p in procs]

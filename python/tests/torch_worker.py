@@ -521,7 +521,8 @@ def calibration(kind, rank, world, n_mb, steps=20):
     the costs `profile` measures and on the costs `calibrate` fits to
     `steps` traced steps (with and without the stretch that makes the
     simulator reproduce them), against the median of `steps` measured
-    steps (barrier to barrier, untraced). After a warm-up, traced and
+    steps (untraced; from the first rank's step() call to the last rank's
+    return, and barrier to barrier). After a warm-up, traced and
     measured steps take turns (each traced step its own trace), so that
     both see the machine in the same state."""
     num_stages = stages_for(kind, world)
@@ -539,7 +540,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
     first, last = 0 in mine, num_stages - 1 in mine
     for _ in range(WARMUP):
         run_step(runner, n_mb, first, last)
-    traces, measured = [], []
+    traces, measured, spans = [], [], []
     for _ in range(steps):
         with sct.trace(runner) as one:
             run_step(runner, n_mb, first, last)
@@ -547,12 +548,21 @@ def calibration(kind, rank, world, n_mb, steps=20):
         dist.barrier()
         t0 = time.perf_counter()
         run_step(runner, n_mb, first, last)
+        spans.append((t0, time.perf_counter()))
         dist.barrier()
         measured.append(1e3 * (time.perf_counter() - t0))
+    # A step as the trace times it: from the first rank's step() call to
+    # the last rank's return (perf_counter is one clock for the processes
+    # of one machine), without the barrier that follows it.
+    every = [None] * world
+    dist.all_gather_object(every, spans)
+    untraced = [1e3 * (max(r[i][1] for r in every)
+                       - min(r[i][0] for r in every)) for i in range(steps)]
     csv = plan.to_csv()
     details = {}
     calibrated = sct.calibrate(traces, profiled, details=details)
-    return {"measured": statistics.median(measured),
+    return {"measured": statistics.median(untraced),
+            "barrier_to_barrier": statistics.median(measured),
             "traced": statistics.median(t.step_times()[0] for t in traces),
             "profiled": sc.from_csv(profiled, csv).makespan,
             "parts": sc.from_csv(sct.calibrate(traces, profiled,
@@ -733,6 +743,8 @@ def bench(kind, rank, world, n_mb, steps=20):
 def main():
     mode, kind, rank, world, port, out = sys.argv[1:7]
     n_mb = int(sys.argv[7]) if len(sys.argv) > 7 else 8
+    # The measured steps of a benchmark mode, where the launcher says.
+    steps = {"steps": int(sys.argv[8])} if len(sys.argv) > 8 else {}
     rank, world = int(rank), int(world)
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -748,7 +760,7 @@ def main():
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
         elif mode == "lowering":
-            result = lowering_bench(kind, rank, world, n_mb)
+            result = lowering_bench(kind, rank, world, n_mb, **steps)
         elif mode == "recompute":
             result = equal(kind, rank, world, n_mb, recompute="full")
         elif mode == "errors":
@@ -760,13 +772,13 @@ def main():
         elif mode == "trace":
             result = traced(kind, rank, world, n_mb)
         elif mode == "calibration":
-            result = calibration(kind, rank, world, n_mb)
+            result = calibration(kind, rank, world, n_mb, **steps)
         elif mode == "memory":
             result = memory(kind, rank, world, n_mb)
         elif mode == "grid":
-            result = grid(kind, rank, world, n_mb)
+            result = grid(kind, rank, world, n_mb, **steps)
         elif mode == "bench":
-            result = bench(kind, rank, world, n_mb)
+            result = bench(kind, rank, world, n_mb, **steps)
         else:
             raise SystemExit(f"unknown mode {mode}")
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
