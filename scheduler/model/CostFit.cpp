@@ -149,8 +149,18 @@ static void fitStretch(const Problem &problem,
   // stretch (latency), so [1 / (2 at1), 2 / at1] brackets the answer
   // unless latency alone exceeds the step.
   double lo = at1 > 1.0 ? 0.5 / at1 : 1.0, hi = at1 > 1.0 ? 1.0 : 2.0 / at1;
-  if (ratio(lo) > 1.0 || ratio(hi) < 1.0)
+  if (ratio(lo) > 1.0 || ratio(hi) < 1.0) {
+    // What does not stretch with the computes (the latency, the message
+    // and receive overheads) alone misses the steps, as when stalls on a
+    // loaded machine were taken for latency: it stretches too. Every time
+    // of a replay then scales with the one factor, and so does its
+    // makespan, so 1 / at1 meets the steps.
+    fit.stretch = 1.0 / at1;
+    fit.latency *= fit.stretch;
+    fit.messageOverhead *= fit.stretch;
+    fit.receiveOverhead *= fit.stretch;
     return;
+  }
   for (int i = 0; i < 60 && hi - lo > 1e-9 * hi; ++i) {
     double mid = 0.5 * (lo + hi);
     (ratio(mid) < 1.0 ? lo : hi) = mid;

@@ -75,8 +75,10 @@ struct CostFit {
   /// steps, each replayed in the order its ranks ran it, meet the times
   /// those steps took (their median ratio is 1): what the parts above miss
   /// (stalls a median leaves out, work before the first compute and after
-  /// the last) spread over the computes. 1 when not asked for or when no
-  /// step could be replayed.
+  /// the last) spread over the computes. Where the computes alone cannot
+  /// meet the steps (the latency and the overheads above already exceed
+  /// them), those are multiplied by it too, in this fit. 1 when not asked
+  /// for or when no step could be replayed.
   double stretch = 1.0;
   /// Steps replayed to fit the stretch, and the median of their simulated
   /// makespan over their measured time before it.

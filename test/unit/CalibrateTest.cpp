@@ -203,8 +203,12 @@ TEST(CostFit, AFusedBackwardKnownBeforeKeepsItsRatioToTheMeasuredSplit) {
     computes.push_back(
         {s, 0, {ActionKind::BackwardWeight, s, 0}, t + 5, t + 6});
   }
+  // The parts alone: these computes are no step to replay (rank 0's
+  // backward ends before rank 1's forward starts).
+  FitOptions parts;
+  parts.reproduce = false;
   Problem fitted = withFittedCosts(
-      problem, llvm::cantFail(fitCosts(problem, computes, {0, 0})));
+      problem, llvm::cantFail(fitCosts(problem, computes, {0, 0}, parts)));
   ASSERT_TRUE(fitted.stages[0].fusedBackward.has_value());
   EXPECT_NEAR(*fitted.stages[0].fusedBackward, 3.0, 1e-9); // 3/4 of 3 + 1
   EXPECT_FALSE(fitted.stages[1].fusedBackward.has_value());
@@ -357,7 +361,9 @@ TEST(CostFit, NoCostFallsBelowTheMeasuredDuration) {
       {1, 0, {AK::Forward, 1, 0}, 1.0, 1.5, 0.0},
       {1, 0, {AK::Backward, 1, 0}, 1.5, 2.0, 2.0},
       {0, 0, {AK::Backward, 0, 0}, 4.5, 5.0, 0.0}};
-  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}));
+  FitOptions parts; // The parts alone, unstretched.
+  parts.reproduce = false;
+  CostFit fit = llvm::cantFail(fitCosts(problem, computes, {0.0, 0.0}, parts));
   EXPECT_NEAR(fit.messageOverhead, 1.0, 1e-9);
   EXPECT_NEAR(fit.forward[0], 0.5, 1e-9); // 0.5 + max(0, 0 - 1)
   EXPECT_NEAR(fit.backward[1], 0.5 + 1.0, 1e-9);
@@ -403,6 +409,24 @@ TEST(CostFit, TheStretchMakesTheSimulatorReproduceTheMeasuredSteps) {
   CostFit partial =
       llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options));
   EXPECT_EQ(partial.replayed, 2);
+}
+
+/// Steps shorter than what does not stretch with the computes (latency,
+/// overheads) still replay to their time: then everything stretches.
+TEST(CostFit, StepsShorterThanTheLatencyAloneStretchEverything) {
+  Problem problem = uniformProblem(2, 8, 2, {1.0, 1.0, 1.0}, 2.0);
+  auto [schedule, timeline, computes] = replay(problem, ScheduleKind::OneFOneB);
+  std::vector<MeasuredCompute> steps = repeated(computes, 3, 100.0);
+  FitOptions options;
+  for (int step = 0; step < 3; ++step)
+    options.stepTimes[step] = timeline.makespan / 10.0;
+  CostFit fit = llvm::cantFail(fitCosts(problem, steps, {0.0, 0.0}, options));
+  EXPECT_NEAR(fit.unstretchedRatio, 10.0, 1e-6);
+  EXPECT_NEAR(fit.stretch, 0.1, 1e-6);
+  EXPECT_NEAR(fit.latency, 0.2, 1e-6);
+  Timeline fitted =
+      llvm::cantFail(simulate(withFittedCosts(problem, fit), schedule));
+  EXPECT_NEAR(fitted.makespan, timeline.makespan / 10.0, 1e-6);
 }
 
 /// torch runs an overlapped F&B as its two halves, one after the other:
