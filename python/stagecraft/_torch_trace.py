@@ -11,6 +11,7 @@ starts and ends, and are restored when it closes. Any of torch's schedules
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import threading
@@ -26,9 +27,17 @@ from ._core import Problem, Schedule, ScheduleError, fit_costs
 _KINDS = ("F", "I", "W", "B")
 
 
+@functools.cache
+def _cuda() -> bool:
+    """Whether there is a device to wait for, asked once: inside a step,
+    torch.cuda.is_available() cost about 10 µs a call here (a traced
+    zb-h1 step about 3 % longer than with the answer kept)."""
+    return torch.cuda.is_available()
+
+
 def _now() -> float:
     """Milliseconds, once the device's queued work is done."""
-    if torch.cuda.is_available():
+    if _cuda():
         torch.cuda.synchronize()
     return time.perf_counter() * 1e3
 
