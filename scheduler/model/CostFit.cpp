@@ -154,7 +154,8 @@ static void fitStretch(const Problem &problem,
     // and receive overheads) alone misses the steps, as when stalls on a
     // loaded machine were taken for latency: it stretches too. Every time
     // of a replay then scales with the one factor, and so does its
-    // makespan, so 1 / at1 meets the steps.
+    // makespan, so 1 / at1 meets the steps (with links, a transfer's
+    // output / bandwidth keeps its time, so it meets them nearly).
     fit.stretch = 1.0 / at1;
     fit.latency *= fit.stretch;
     fit.messageOverhead *= fit.stretch;
