@@ -20,9 +20,12 @@ profiled; auto and every Stagecraft kind that plans on the shape's
 placement planned and traced (3 steps each, after 10 warm-up steps)
 beside the built-ins; the costs calibrated from all the traces; every
 kind planned again, and auto once within the simulated peak memory of
-each built-in ("auto within X's memory"); those plans (a plan whose
-order repeats another's runs once, for both) and the built-ins then
-alternate step by step, STEPS each after a warm-up, and one more step
+each built-in ("auto within X's memory"); each of those plans (a plan
+whose order repeats another's runs once, for both) runs the trial of
+`lowering="auto"` out (TRIAL_LENGTH steps: its measured choice between
+early receives and torch's lowering, in brackets after its name); they
+and the built-ins then alternate step by step, STEPS each after a
+warm-up step, and one more step
 of each measures its peak activation memory per rank
 (`stagecraft.torch.activation_memory`: the bytes autograd saves for
 backward). RUNS launches per configuration; a schedule's figure is the
@@ -106,6 +109,9 @@ for model in models:
                     label += (" (" + ", ".join(sorted(
                         {r["choice"][who] or "its own" for r in results}))
                         + ")")
+                if who in results[0].get("lowering", {}):
+                    label += (" [" + ", ".join(sorted(
+                        {r["lowering"][who] for r in results})) + "]")
                 print(f"| {shape} | {n_mb} | {label} | {step[who]:.2f} "
                       f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
                       f"{ratio[who][0]:.3f} ({ratio[who][1]:.2f}.."

@@ -350,6 +350,53 @@ def _message_order_mismatch(order: dict[int, list[Any]],
     return None
 
 
+#: `lowering="auto"`'s trial on the multi-stage runtime: steps of each
+#: lowering in turn that warm the runner up uncounted (a runner's first
+#: steps run slower, unevenly), then the measured steps of each.
+TRIAL_WARMUP = 4
+TRIAL_STEPS = 10
+#: Steps from a runner's first to the end of a trial of two lowerings.
+TRIAL_LENGTH = 2 * (TRIAL_WARMUP + TRIAL_STEPS)
+
+
+class _LoweringTrial:
+    """`lowering="auto"`'s measured choice between lowerings of one plan:
+    `warmup` uncounted steps of each, then `steps` measured steps of each,
+    the lowerings taking turns, their order reversed every round (a b,
+    b a, ...) so that neither always runs after the other. Every step
+    trains: the lowerings differ only in when the messages are posted."""
+
+    def __init__(self, names: list[str], steps: int = TRIAL_STEPS,
+                 warmup: int = TRIAL_WARMUP):
+        self.names = names
+        self._order = []
+        for k in range(warmup + steps):
+            self._order += names if k % 2 == 0 else names[::-1]
+        self._uncounted = warmup * len(names)
+        self._at = 0
+        self.times: dict[str, list[float]] = {n: [] for n in names}
+
+    def next(self) -> str:
+        return self._order[self._at]
+
+    def record(self, name: str, seconds: float) -> None:
+        if self._at >= self._uncounted:
+            self.times[name].append(seconds)
+        self._at += 1
+
+    def finished(self) -> bool:
+        return self._at == len(self._order)
+
+    def medians(self) -> list[float]:
+        return [statistics.median(self.times[n]) for n in self.names]
+
+
+def _faster_lowering(slowest: dict[str, float]) -> str:
+    """The lowering with the shortest step (slowest rank's median); a tie
+    goes to the first tried."""
+    return min(slowest, key=slowest.get)
+
+
 class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering.
 
@@ -367,38 +414,90 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         compute = {r: [_ts._Action.from_str(a) for a in plan.actions(r)]
                    for r in range(plan.num_ranks)}
         # The compute-only order (torch's `pipeline_order`, which its own
-        # tools print) and the order with communication that runs.
+        # tools print) and the orders with communication that may run:
+        # one per lowering, and for "auto" the trial of "early" and
+        # "torch" keeps the one measured faster.
         self.pipeline_order = compute
-        if lowering in ("torch", "early"):
-            # torch's own lowering passes add the sends, receives, waits
-            # and gradient reductions to Stagecraft's compute order.
-            self._prepare_schedule_with_comms(
-                {r: list(acts) for r, acts in compute.items()},
-                format="compute_only")
-            if lowering == "early":
-                self.pipeline_order_with_comms = {
-                    r: _receives_early(acts)
-                    for r, acts in self.pipeline_order_with_comms.items()}
-        else:
-            # Stagecraft's CSV already retires each send (WAIT_SEND_F/B);
-            # torch's runtime also wants each stage's gradient reduction
-            # after its last backward, which torch's own pass inserts
-            # without moving anything.
-            with_comms = {
-                r: _ts._add_reduce_grad(acts, n_microbatches)
-                for r, acts in _actions_with_comms(plan).items()
-            }
-            self._prepare_schedule_with_comms(with_comms,
-                                              format="compute_comms")
-        wrong = _message_order_mismatch(self.pipeline_order_with_comms,
-                                        plan.placement)
-        if wrong is not None:
+        self._lowered: dict[str, dict[int, list[Any]]] = {}
+        wrong = None
+        for name, order in self._lower(compute, lowering,
+                                       n_microbatches).items():
+            mismatch = _message_order_mismatch(order, plan.placement)
+            if mismatch is not None:
+                wrong = wrong or (name, mismatch)
+            elif order not in self._lowered.values():
+                self._lowered[name] = order
+        if not self._lowered:
             # torch's lowering posts the receives in the order the
             # messages are sent, and Stagecraft's sends in the order the
             # receiver consumes; this guards the pairing either way.
             raise ScheduleError(
-                f"lowering={lowering!r} of this {plan.kind} plan would "
-                f"pair a message with the wrong receive: {wrong}")
+                f"lowering={wrong[0]!r} of this {plan.kind} plan would "
+                f"pair a message with the wrong receive: {wrong[1]}")
+        first = next(iter(self._lowered))
+        self.pipeline_order_with_comms = self._lowered[first]
+        #: The lowering that runs: None while "auto"'s trial still runs.
+        self.stagecraft_lowering: str | None = (
+            first if len(self._lowered) == 1 else None)
+        #: Per lowering tried, the slowest rank's median step ms.
+        self.stagecraft_lowering_ms: dict[str, float] = {}
+        self._trial = (_LoweringTrial(list(self._lowered))
+                       if self.stagecraft_lowering is None else None)
+
+    def _lower(self, compute, lowering: str, n_microbatches: int):
+        """Every rank's order with communication under `lowering`, by
+        lowering name ("auto": "early", then "torch")."""
+        if lowering == "stagecraft":
+            # Stagecraft's CSV already retires each send (WAIT_SEND_F/B);
+            # torch's runtime also wants each stage's gradient reduction
+            # after its last backward, which torch's own pass inserts
+            # without moving anything.
+            with_comms = {r: _ts._add_reduce_grad(acts, n_microbatches)
+                          for r, acts in _actions_with_comms(
+                              self.stagecraft_plan).items()}
+            self._prepare_schedule_with_comms(with_comms,
+                                              format="compute_comms")
+            return {"stagecraft": self.pipeline_order_with_comms}
+        # torch's own lowering passes add the sends, receives, waits and
+        # gradient reductions to Stagecraft's compute order.
+        self._prepare_schedule_with_comms(
+            {r: list(acts) for r, acts in compute.items()},
+            format="compute_only")
+        by_torch = self.pipeline_order_with_comms
+        out = {}
+        if lowering in ("auto", "early"):
+            out["early"] = {r: _receives_early(acts)
+                            for r, acts in by_torch.items()}
+        if lowering in ("auto", "torch"):
+            out["torch"] = by_torch
+        return out
+
+    def _step_microbatches(self, *args, **kwargs):
+        trial = self._trial
+        if trial is None:
+            return super()._step_microbatches(*args, **kwargs)
+        name = trial.next()
+        self.pipeline_order_with_comms = self._lowered[name]
+        start = time.perf_counter()
+        out = super()._step_microbatches(*args, **kwargs)
+        trial.record(name, time.perf_counter() - start)
+        if trial.finished():
+            self._keep_faster(trial)
+        return out
+
+    def _keep_faster(self, trial: "_LoweringTrial") -> None:
+        """Every rank keeps the lowering whose slowest rank's median step
+        is the shortest (the ranks agree through one all_reduce)."""
+        stage = self._stages[0]
+        mine = torch.tensor(trial.medians(), dtype=torch.float64,
+                            device=stage.device)
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
+        slowest = dict(zip(trial.names, mine.tolist()))
+        self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
+        self.stagecraft_lowering = _faster_lowering(slowest)
+        self.pipeline_order_with_comms = self._lowered[
+            self.stagecraft_lowering]
+        self._trial = None
 
     def _maybe_compute_loss(self, stage, output, target_mbs, mb_index,
                             *args, **kwargs):
@@ -439,10 +538,16 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     (`_receives_early`): gloo sends a message only once its receiver has
     posted the receive, so a late receive leaves the sender's transport
     thread to send it later, in the middle of the sender's next compute.
-    "auto" (default): 1F1B's order on torch's Schedule1F1B, everything else
-    "early", the fastest measured on each kind
-    (bench/torch-lowering-bench.py). "stagecraft": the sends, receives and
-    waits Stagecraft lowered and verified deadlock-free with the plan.
+    "auto" (default): 1F1B's order on torch's Schedule1F1B; every other
+    plan runs a measured trial of "early" and "torch", taking turns:
+    TRIAL_WARMUP uncounted steps of each, then TRIAL_STEPS measured steps of
+    each (TRIAL_LENGTH steps in all; every step trains);
+    the ranks then keep the lowering whose slowest rank's median step was
+    the shorter (`runner.stagecraft_lowering`, None during the trial;
+    `runner.stagecraft_lowering_ms`). Early receives measure faster on
+    most plans (bench/torch-lowering-bench.py), torch's lowering on
+    DualPipeV's order at 4 microbatches. "stagecraft": the sends, receives
+    and waits Stagecraft lowered and verified deadlock-free with the plan.
 
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
@@ -496,7 +601,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
-    single, lowering = _runtime_for(plan, lowering, bool(kwargs))
+    single = _runtime_for(plan, lowering, bool(kwargs))
     if single is not None:
         # The plan's order is exactly that of one of torch's single-stage
         # schedules, whose own step loop runs it faster than the
@@ -504,6 +609,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
         runner = single(stages[0], n_microbatches, loss_fn=loss_fn,
                         scale_grads=scale_grads)
         runner.stagecraft_plan = plan
+        runner.stagecraft_lowering = "torch"
         return runner
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, lowering=lowering, **kwargs)
@@ -513,21 +619,18 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
 LOWERINGS = ("auto", "early", "torch", "stagecraft")
 
 
-def _runtime_for(plan: Schedule, lowering: str,
-                 options: bool = False) -> tuple[Any, str]:
-    """Which of torch's runtimes runs `plan`, and with which lowering: a
-    single-stage class (its own step loop) where the plan has its order
-    and `lowering` lets it ("torch": GPipe or 1F1B; "auto": 1F1B, since
-    GPipe's order runs faster with early receives), otherwise None (the
-    multi-stage runtime) and the lowering it gets ("auto" is "early").
-    `options`: extra runtime options were given, which only the
-    multi-stage runtime takes."""
-    single = None
-    if lowering in ("auto", "torch") and not options:
-        single = _single_stage_class(plan)
-        if lowering == "auto" and single is not _ts.Schedule1F1B:
-            single = None
-    return single, "early" if lowering == "auto" else lowering
+def _runtime_for(plan: Schedule, lowering: str, options: bool = False):
+    """torch's single-stage class whose own step loop runs `plan`, where
+    the plan has its order and `lowering` lets it ("torch": GPipe or 1F1B;
+    "auto": 1F1B, since GPipe's order runs faster with early receives),
+    or None: the multi-stage runtime. `options`: extra runtime options
+    were given, which only the multi-stage runtime takes."""
+    if lowering not in ("auto", "torch") or options:
+        return None
+    single = _single_stage_class(plan)
+    if lowering == "auto" and single is not _ts.Schedule1F1B:
+        return None
+    return single
 
 
 def _single_stage_order(kind: str, stage: int, num_stages: int,

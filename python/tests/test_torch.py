@@ -304,6 +304,51 @@ def test_plans_nobody_chose_by_hand_equal_the_unpipelined_model(tmp_path):
         assert not bad, (r, bad, tmp_path)
 
 
+@pytest.mark.parametrize("kind", ["dualpipev", "gpipe"])
+def test_auto_lowering_keeps_the_lowering_measured_faster(tmp_path, kind):
+    # lowering="auto" on the multi-stage runtime tries "early" and "torch"
+    # (TRIAL_WARMUP uncounted steps each, then TRIAL_STEPS each) and every rank keeps
+    # the one whose slowest rank's median step is the shorter. Slowing one
+    # lowering on the last rank alone moves every rank's choice; every step
+    # trains, and after the trial the kept lowering still equals the
+    # unpipelined model.
+    results = launch(tmp_path, "lowering-trial", kind, 2, n_mb=4)
+    trial = sct.TRIAL_LENGTH
+    for slow, other in ((None, None), ("early", "torch"), ("torch", "early")):
+        runs = [res[str(slow)] for res in results]
+        kept = runs[0]["kept"]
+        for run in runs:
+            assert run["kept"] == kept, (slow, runs)
+            assert run["grad_err"] <= 1e-5, (slow, run)
+            assert run["ms"] == runs[0]["ms"], (slow, runs)
+        assert kept[:trial] == [None] * trial, (slow, kept)
+        assert kept[trial] in ("early", "torch") and len(set(kept[trial:])) == 1
+        ms = runs[0]["ms"]
+        assert set(ms) == {"early", "torch"}
+        assert kept[trial] == min(ms, key=ms.get)
+        if slow is not None:
+            assert kept[trial] == other, (slow, ms)
+            assert ms[slow] >= 1000.0, ms
+
+
+def test_auto_lowering_trial_order_and_choice():
+    # The lowerings take turns, the order reversed every round; the
+    # warm-up rounds are not counted; a tie keeps the first tried.
+    trial = sct._LoweringTrial(["early", "torch"], steps=3, warmup=1)
+    seen = []
+    while not trial.finished():
+        name = trial.next()
+        seen.append(name)
+        trial.record(name, 9.0 if len(seen) <= 2 else float(len(seen)))
+    assert seen == ["early", "torch", "torch", "early", "early", "torch",
+                    "torch", "early"]
+    assert trial.times == {"early": [4.0, 5.0, 8.0], "torch": [3.0, 6.0, 7.0]}
+    assert trial.medians() == [5.0, 6.0]
+    assert len(seen) == 2 * (1 + 3)
+    assert sct._faster_lowering({"early": 2.0, "torch": 1.0}) == "torch"
+    assert sct._faster_lowering({"early": 1.0, "torch": 1.0}) == "early"
+
+
 def test_early_receives_keep_their_order_and_follow_their_forward():
     # Every receive goes as early as it may: after the receive before it
     # (gloo and NCCL match a pair's messages in the order posted), and a
@@ -347,18 +392,19 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
     # Which runtime each lowering gives: by default ("auto") 1F1B's order on
     # Schedule1F1B and every other order, GPipe's too, on the multi-stage
-    # runtime with early receives; "torch" keeps both classes; "early" and
-    # "stagecraft" never take them, nor does any extra runtime option.
+    # runtime (with its trial of the lowerings); "torch" keeps both
+    # classes; "early" and "stagecraft" never take them, nor does any
+    # extra runtime option.
     pipe = torch.distributed.pipelining
     p = sc.Problem(ranks=2, microbatches=4, stages=[sc.Stage(), sc.Stage()])
     one, gpipe, zb = (sct.plan(p, kind=k) for k in ("1f1b", "gpipe", "zb-h1"))
-    assert sct._runtime_for(one, "auto") == (pipe.Schedule1F1B, "early")
-    assert sct._runtime_for(gpipe, "auto") == (None, "early")
-    assert sct._runtime_for(zb, "auto") == (None, "early")
-    assert sct._runtime_for(gpipe, "torch") == (pipe.ScheduleGPipe, "torch")
-    assert sct._runtime_for(one, "torch", options=True) == (None, "torch")
+    assert sct._runtime_for(one, "auto") is pipe.Schedule1F1B
+    assert sct._runtime_for(gpipe, "auto") is None
+    assert sct._runtime_for(zb, "auto") is None
+    assert sct._runtime_for(gpipe, "torch") is pipe.ScheduleGPipe
+    assert sct._runtime_for(one, "torch", options=True) is None
     for lowering in ("early", "stagecraft"):
-        assert sct._runtime_for(one, lowering) == (None, lowering)
+        assert sct._runtime_for(one, lowering) is None
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])

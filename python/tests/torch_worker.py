@@ -274,14 +274,14 @@ def ends_of(runner):
 
 
 def alternate(runners, steps, n_mb, has_first=None, has_last=None,
-              around=None):
+              around=None, warmup=1):
     """Seconds of each runner's steps, the runners taking turns step by step
-    (their order reversed every other step) after one warm-up step each.
+    (their order reversed every other step) after `warmup` steps each.
     Without has_first / has_last, each runner's own stages say. `around`,
     when given, is called as around(who, run) for each measured step, and
     must call run()."""
     times = {who: [] for who in runners}
-    for step in range(steps + 1):
+    for step in range(steps + warmup):
         order = list(runners) if step % 2 == 0 else list(runners)[::-1]
         for who in order:
             first, last = ((has_first, has_last) if has_first is not None
@@ -296,13 +296,48 @@ def alternate(runners, steps, n_mb, has_first=None, has_last=None,
                     raise RuntimeError(f"a step of {who} failed") from e
                 dist.barrier()
                 return time.perf_counter() - t0
-            if step == 0:
+            if step < warmup:
                 run()
             elif around is None:
                 times[who].append(run())
             else:
                 around(who, lambda: times[who].append(run()))
     return times
+
+
+def lowering_trial(kind, rank, world, n_mb):
+    """lowering="auto"'s trial on KIND's plan, three times: as it runs,
+    and with 1 s added on the last rank alone to each step of "early",
+    then of "torch" (as if that lowering ran that much slower there). Per
+    run, the lowering kept after each step, the trial's figures, and the
+    gradients of one more step against the unpipelined model."""
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+    mine = sct.stage_indices(plan, rank)
+    first, last = 0 in mine, num_stages - 1 in mine
+    out = {}
+    for slow in (None, "early", "torch"):
+        mods, stages = build(mine, num_stages)
+        runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+        if slow is not None and rank == world - 1:
+            inner = runner._trial.record
+
+            def record(name, seconds, inner=inner, slow=slow):
+                inner(name, seconds + (1.0 if name == slow else 0.0))
+            runner._trial.record = record
+        kept = [runner.stagecraft_lowering]
+        for _ in range(sct.TRIAL_LENGTH):
+            run_step(runner, n_mb, first, last)
+            kept.append(runner.stagecraft_lowering)
+        for mod in mods.values():
+            mod.zero_grad()
+        run_step(runner, n_mb, first, last)
+        _, grads = reference(num_stages, n_mb)
+        out[str(slow)] = {"kept": kept, "ms": runner.stagecraft_lowering_ms,
+                          "grad_err": max_rel_err(mods, grads)}
+    return out
 
 
 def lowering_bench(kind, rank, world, n_mb, steps=20):
@@ -321,7 +356,7 @@ def lowering_bench(kind, rank, world, n_mb, steps=20):
         _, stages = build(mine, num_stages)
         runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
                                     lowering=how)
-    if sct._runtime_for(plan, "torch")[0] is not None:
+    if sct._runtime_for(plan, "torch") is not None:
         # "torch" ran on a single-stage class: torch's lowering of the same
         # order on the multi-stage runtime, which "early" runs on.
         _, stages = build(mine, num_stages)
@@ -695,6 +730,11 @@ def grid(shape, rank, world, n_mb, steps=20):
         _, stages = build(sct.stage_indices(p, rank), num_stages)
         runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
     try:
+        # Each Stagecraft runner first runs lowering="auto"'s trial out
+        # (its measured choice of lowering is part of its warm-up).
+        for runner in runners.values():
+            while getattr(runner, "stagecraft_lowering", "") is None:
+                run_step(runner, n_mb, *ends_of(runner))
         times = alternate(runners, steps, n_mb)
     except RuntimeError:
         for who, p in plans.items():
@@ -706,10 +746,14 @@ def grid(shape, rank, world, n_mb, steps=20):
             run_step(runner, n_mb, *ends_of(runner))
         peaks[who] = m.peaks
     median = {who: statistics.median(v) for who, v in times.items()}
+    # The lowering each Stagecraft runner kept.
+    lowering = {who: getattr(runners[who], "stagecraft_lowering", None)
+                for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin
         median[who], peaks[who] = median[twin], peaks[twin]
+        lowering[who] = lowering[twin]
     return {"median": median, "simulated": simulated, "peaks": peaks,
-            "same": same, "choice": choice}
+            "same": same, "choice": choice, "lowering": lowering}
 
 
 def bench(kind, rank, world, n_mb, steps=20):
@@ -759,6 +803,8 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="early")
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
+        elif mode == "lowering-trial":
+            result = lowering_trial(kind, rank, world, n_mb)
         elif mode == "lowering":
             result = lowering_bench(kind, rank, world, n_mb, **steps)
         elif mode == "recompute":
