@@ -474,7 +474,9 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
 
     def _step_microbatches(self, *args, **kwargs):
         trial = self._trial
-        if trial is None:
+        if trial is None or not self._has_backward:
+            # No trial, or a forward-only step (`eval`), which the trial
+            # does not count: it runs the order now loaded.
             return super()._step_microbatches(*args, **kwargs)
         name = trial.next()
         self.pipeline_order_with_comms = self._lowered[name]
@@ -541,7 +543,8 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     "auto" (default): 1F1B's order on torch's Schedule1F1B; every other
     plan runs a measured trial of "early" and "torch", taking turns:
     TRIAL_WARMUP uncounted steps of each, then TRIAL_STEPS measured steps of
-    each (TRIAL_LENGTH steps in all; every step trains);
+    each (TRIAL_LENGTH training steps in all; every step trains, and
+    forward-only `eval` steps are not counted);
     the ranks then keep the lowering whose slowest rank's median step was
     the shorter (`runner.stagecraft_lowering`, None during the trial;
     `runner.stagecraft_lowering_ms`). Early receives measure faster on

@@ -306,7 +306,9 @@ def alternate(runners, steps, n_mb, has_first=None, has_last=None,
 
 
 def lowering_trial(kind, rank, world, n_mb):
-    """lowering="auto"'s trial on KIND's plan, three times: as it runs,
+    """lowering="auto"'s trial on KIND's plan, three times: as it runs
+    (for gpipe, with a forward-only `eval` step in the middle, which it
+    must not count),
     and with 1 s added on the last rank alone to each step of "early",
     then of "torch" (as if that lowering ran that much slower there). Per
     run, the lowering kept after each step, the trial's figures, and the
@@ -328,7 +330,12 @@ def lowering_trial(kind, rank, world, n_mb):
                 inner(name, seconds + (1.0 if name == slow else 0.0))
             runner._trial.record = record
         kept = [runner.stagecraft_lowering]
-        for _ in range(sct.TRIAL_LENGTH):
+        for i in range(sct.TRIAL_LENGTH):
+            if i == 3 and kind == "gpipe":
+                # A forward-only step in the middle: not a trial step.
+                tokens, target = data(n_mb)
+                runner.eval(*((tokens,) if first else ()),
+                            target=target if last else None)
             run_step(runner, n_mb, first, last)
             kept.append(runner.stagecraft_lowering)
         for mod in mods.values():
@@ -338,6 +345,33 @@ def lowering_trial(kind, rank, world, n_mb):
         out[str(slow)] = {"kept": kept, "ms": runner.stagecraft_lowering_ms,
                           "grad_err": max_rel_err(mods, grads)}
     return out
+
+
+def trial_bench(kind, rank, world, n_mb, steps=40):
+    """KIND's plan (uniform costs) as lowering="auto" (its trial run out
+    first), as lowering="torch" and as "early", beside torch's own class
+    of the kind, alternating `steps` each after a warm-up step: per runner
+    the median step seconds, and the lowering auto kept."""
+    num_stages = stages_for(kind, world)
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+    mine = sct.stage_indices(plan, rank)
+    first, last = 0 in mine, num_stages - 1 in mine
+    runners = {}
+    _, stages = build(mine, num_stages)
+    runners["builtin"] = torch_schedule(kind, stages, n_mb)
+    for how in ("auto", "torch", "early"):
+        _, stages = build(mine, num_stages)
+        # The multi-stage runtime for every one (auto's trial runs there;
+        # "torch" would put GPipe's order on ScheduleGPipe).
+        runners[how] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+                                              True, lowering=how)
+    settle(runners["auto"], n_mb, first, last)
+    times = alternate(runners, steps, n_mb, first, last)
+    return {"median": {w: statistics.median(t) for w, t in times.items()},
+            "kept": runners["auto"].stagecraft_lowering,
+            "trial_ms": runners["auto"].stagecraft_lowering_ms}
 
 
 def lowering_bench(kind, rank, world, n_mb, steps=20):
@@ -544,6 +578,13 @@ def traced(kind, rank, world, n_mb, steps=3):
     return out
 
 
+def settle(runner, n_mb, first, last):
+    """Steps until a Stagecraft runner's lowering="auto" trial has kept a
+    lowering (none for a runner without a trial)."""
+    while getattr(runner, "stagecraft_lowering", "") is None:
+        run_step(runner, n_mb, first, last)
+
+
 #: Steps run before a trace that calibrates: the first steps after the
 #: runner is built run slower (1F1B's traced window 12.6 ms after one
 #: warm-up step against 10.8 ms for the steps after; after 10 the two
@@ -575,6 +616,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
     first, last = 0 in mine, num_stages - 1 in mine
     for _ in range(WARMUP):
         run_step(runner, n_mb, first, last)
+    settle(runner, n_mb, first, last)
     traces, measured, spans = [], [], []
     for _ in range(steps):
         with sct.trace(runner) as one:
@@ -695,6 +737,7 @@ def grid(shape, rank, world, n_mb, steps=20):
     for runner in runners.values():
         for _ in range(WARMUP):
             run_step(runner, n_mb, *ends_of(runner))
+        settle(runner, n_mb, *ends_of(runner))
         with sct.trace(runner) as t:
             for _ in range(3):
                 run_step(runner, n_mb, *ends_of(runner))
@@ -733,8 +776,7 @@ def grid(shape, rank, world, n_mb, steps=20):
         # Each Stagecraft runner first runs lowering="auto"'s trial out
         # (its measured choice of lowering is part of its warm-up).
         for runner in runners.values():
-            while getattr(runner, "stagecraft_lowering", "") is None:
-                run_step(runner, n_mb, *ends_of(runner))
+            settle(runner, n_mb, *ends_of(runner))
         times = alternate(runners, steps, n_mb)
     except RuntimeError:
         for who, p in plans.items():
@@ -778,6 +820,7 @@ def bench(kind, rank, world, n_mb, steps=20):
         runners[who] = (sct.schedule(stages, n_mb, loss_fn, plan=plan)
                         if who == "stagecraft"
                         else torch_schedule(kind, stages, n_mb))
+    settle(runners["stagecraft"], n_mb, 0 in mine, num_stages - 1 in mine)
     times = alternate(runners, steps, n_mb, 0 in mine, num_stages - 1 in mine)
     out = {who: statistics.median(t) for who, t in times.items()}
     out["plan"] = plan.kind if kind != "auto-profiled" else "auto from profile"
@@ -803,6 +846,8 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="early")
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
+        elif mode == "trial-bench":
+            result = trial_bench(kind, rank, world, n_mb, **steps)
         elif mode == "lowering-trial":
             result = lowering_trial(kind, rank, world, n_mb)
         elif mode == "lowering":
