@@ -3,10 +3,15 @@
 kind's plan (uniform costs) runs on torch's runtime through
 stagecraft.torch on 2 gloo processes (one per core, one thread each), the
 small transformer of python/tests/torch_worker.py (one block per stage),
-8 microbatches. After 10 warm-up steps, STEPS traced steps (each its own
-trace) and STEPS measured ones (untraced; a step from the first rank's
-step() call to the last rank's return, as a trace times it) take turns, so
-that both see the machine in the same state. The plan's makespan is
+8 microbatches. After 10 warm-up steps (and the trial of
+lowering="auto"), STEPS traced steps (each its own trace), STEPS measured
+ones (untraced; a step from the first rank's step() call to the last
+rank's return, as a trace times it) and STEPS control steps (untraced,
+timed the same way) take turns: each round a traced step, then the
+measured and the control one, those two swapped every other round so
+that each follows the traced step and the other equally often, and all
+see the machine in the same state; measured / control is the A/A of the measurement, the
+noise a ratio to the measured step carries. The plan's makespan is
 simulated on the costs `sct.profile` measures, on the costs `sct.calibrate`
 fits to the traced steps without its stretch (the parts alone), and with
 it (the default); each against the median measured step. Then the median
@@ -41,8 +46,8 @@ def cell(values, digits=3):
 print("| kind | measured step ms | measured / simulated, profiled costs | "
       "measured / simulated, calibrated parts (no stretch) | "
       "measured / simulated, calibrated | the stretch | measured / traced "
-      "step | barrier to barrier / measured |")
-print("|---|---|---|---|---|---|---|---|")
+      "step | barrier to barrier / measured | A/A: measured / control |")
+print("|---|---|---|---|---|---|---|---|---|")
 for kind in kinds:
     results = [launch("calibration", kind, steps=steps) for _ in range(runs)]
     ratio = lambda key: cell([r["measured"] / r[key] for r in results])
@@ -50,5 +55,5 @@ for kind in kinds:
           f"{ratio('profiled')} | {ratio('parts')} | {ratio('calibrated')} | "
           f"{cell([r['stretch'] for r in results])} | {ratio('traced')} | "
           f"{cell([r['barrier_to_barrier'] / r['measured'] for r in results])}"
-          " |",
+          f" | {ratio('control')} |",
           flush=True)

@@ -598,9 +598,11 @@ def calibration(kind, rank, world, n_mb, steps=20):
     `steps` traced steps (with and without the stretch that makes the
     simulator reproduce them), against the median of `steps` measured
     steps (untraced; from the first rank's step() call to the last rank's
-    return, and barrier to barrier). After a warm-up, traced and
-    measured steps take turns (each traced step its own trace), so that
-    both see the machine in the same state."""
+    return, and barrier to barrier), and of `steps` more untraced steps
+    (the control: the A/A of the measurement). After a warm-up (and
+    lowering="auto"'s trial), traced, measured and control steps take
+    turns (each traced step its own trace), so that all see the machine
+    in the same state."""
     num_stages = stages_for(kind, world)
     uniform = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
@@ -617,28 +619,40 @@ def calibration(kind, rank, world, n_mb, steps=20):
     for _ in range(WARMUP):
         run_step(runner, n_mb, first, last)
     settle(runner, n_mb, first, last)
-    traces, measured, spans = [], [], []
-    for _ in range(steps):
-        with sct.trace(runner) as one:
+    traces, measured = [], []
+    spans = {"measured": [], "control": []}
+    # Each round a traced step, then a measured one and a control
+    # (untraced too: measured against control is the A/A of the
+    # measurement), those two swapped every other round, so that each
+    # follows the traced step and the other equally often.
+    for i in range(steps):
+        for what in ("traced",) + (("measured", "control") if i % 2 == 0
+                                   else ("control", "measured")):
+            if what == "traced":
+                with sct.trace(runner) as one:
+                    run_step(runner, n_mb, first, last)
+                traces.append(one)
+                continue
+            dist.barrier()
+            t0 = time.perf_counter()
             run_step(runner, n_mb, first, last)
-        traces.append(one)
-        dist.barrier()
-        t0 = time.perf_counter()
-        run_step(runner, n_mb, first, last)
-        spans.append((t0, time.perf_counter()))
-        dist.barrier()
-        measured.append(1e3 * (time.perf_counter() - t0))
+            spans[what].append((t0, time.perf_counter()))
+            dist.barrier()
+            if what == "measured":
+                measured.append(1e3 * (time.perf_counter() - t0))
     # A step as the trace times it: from the first rank's step() call to
     # the last rank's return (perf_counter is one clock for the processes
     # of one machine), without the barrier that follows it.
     every = [None] * world
     dist.all_gather_object(every, spans)
-    untraced = [1e3 * (max(r[i][1] for r in every)
-                       - min(r[i][0] for r in every)) for i in range(steps)]
+    untraced = {what: [1e3 * (max(r[what][i][1] for r in every)
+                              - min(r[what][i][0] for r in every))
+                       for i in range(steps)] for what in spans}
     csv = plan.to_csv()
     details = {}
     calibrated = sct.calibrate(traces, profiled, details=details)
-    return {"measured": statistics.median(untraced),
+    return {"measured": statistics.median(untraced["measured"]),
+            "control": statistics.median(untraced["control"]),
             "barrier_to_barrier": statistics.median(measured),
             "traced": statistics.median(t.step_times()[0] for t in traces),
             "profiled": sc.from_csv(profiled, csv).makespan,
