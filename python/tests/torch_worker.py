@@ -305,20 +305,27 @@ def alternate(runners, steps, n_mb, has_first=None, has_last=None,
     return times
 
 
-def lowering_trial(kind, rank, world, n_mb):
-    """lowering="auto"'s trial on KIND's plan, three times: as it runs
-    (for gpipe, with a forward-only `eval` step in the middle, which it
-    must not count),
-    and with 1 s added on the last rank alone to each step of "early",
-    then of "torch" (as if that lowering ran that much slower there). Per
-    run, the lowering kept after each step, the trial's figures, and the
-    gradients of one more step against the unpipelined model."""
+def uniform_plan(kind, rank, world, n_mb):
+    """KIND's plan on uniform costs, its stage count, the stages it places
+    on `rank`, and whether those hold the first and the last stage."""
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
     plan = sct.plan(problem, kind=kind, time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
-    first, last = 0 in mine, num_stages - 1 in mine
+    return plan, num_stages, mine, 0 in mine, num_stages - 1 in mine
+
+
+def lowering_trial(kind, rank, world, n_mb):
+    """lowering="auto"'s trial on KIND's plan, three times: as it runs
+    (for gpipe, with a forward-only `eval` step in the middle, which it
+    must not count), and with 1 s added on the last rank alone to each
+    step of "early",
+    then of "torch" (as if that lowering ran that much slower there). Per
+    run, the lowering kept after each step, the trial's figures, and the
+    gradients of one more step against the unpipelined model."""
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
     out = {}
     for slow in (None, "early", "torch"):
         mods, stages = build(mine, num_stages)
@@ -352,12 +359,8 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
     first), as lowering="torch" and as "early", beside torch's own class
     of the kind, alternating `steps` each after a warm-up step: per runner
     the median step seconds, and the lowering auto kept."""
-    num_stages = stages_for(kind, world)
-    problem = sc.Problem(ranks=world, microbatches=n_mb,
-                         stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0)
-    mine = sct.stage_indices(plan, rank)
-    first, last = 0 in mine, num_stages - 1 in mine
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
     runners = {}
     _, stages = build(mine, num_stages)
     runners["builtin"] = torch_schedule(kind, stages, n_mb)
