@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""Does lowering="auto"'s measured trial keep the faster lowering? Per
-kind and microbatch count, one Stagecraft plan (uniform costs) runs as
-four runners on 2 gloo processes (one per core, one thread each), the
-small transformer of python/tests/torch_worker.py: torch's own class of
-the kind (`builtin`), the plan with lowering="auto" (`auto`: it first runs
-its trial out, TRIAL_LENGTH steps), and the plan with lowering="torch" and
-with lowering="early" fixed; then all four alternate step by step, STEPS
-each after a warm-up step. RUNS launches; per launch, each runner's median
-step over the builtin's (the steps alternated, so the four saw the same
-machine). The table: which lowering auto kept (launches each), the
-ratios' median and range over launches, and auto against the faster of
-the two fixed runners of its launch.
+"""Does lowering="auto"'s measured trial keep the faster lowering, and
+what do the profiler scopes of torch's runtime cost? Per kind and
+microbatch count, one Stagecraft plan (uniform costs) runs as five
+runners on 2 gloo processes (one per core, one thread each), the small
+transformer of python/tests/torch_worker.py: torch's own class of the
+kind (`builtin`), the plan with lowering="auto" (`auto`: it first runs
+its trial out, TRIAL_LENGTH steps), the plan with lowering="torch" and
+with lowering="early" fixed, and once more with lowering="torch" keeping
+the profiler scopes torch's runtime opens around every action (which
+Stagecraft's runner skips while no profiler runs); then all five
+alternate step by step, STEPS each after a warm-up step. RUNS launches;
+per launch, each runner's median step over the builtin's (the steps
+alternated, so the five saw the same machine). The table: which lowering
+auto kept (launches each), the ratios' median and range over launches,
+auto against the faster of the two fixed runners of its launch, and
+torch's lowering without the idle scopes against the same with them.
 
     build-python/venv/bin/python bench/torch-trial-bench.py [RUNS] [KINDS] [MICROBATCHES] [STEPS]
 
@@ -36,8 +40,9 @@ def cell(values):
 
 
 print("| kind | m | auto kept | auto / builtin | torch / builtin | "
-      "early / builtin | auto / faster fixed runner |")
-print("|---|---|---|---|---|---|---|")
+      "early / builtin | auto / faster fixed runner | torch, scopes skipped "
+      "/ kept |")
+print("|---|---|---|---|---|---|---|---|")
 for kind in kinds:
     for n_mb in counts:
         results = [launch("trial-bench", kind, n_mb=n_mb, steps=steps)
@@ -48,7 +53,10 @@ for kind in kinds:
                                           r["median"]["early"])
                 for r in results]
         kept = [r["kept"] for r in results]
+        scopes = [r["median"]["torch"] / r["median"]["scoped"]
+                  for r in results]
         print(f"| {kind} | {n_mb} | " + ", ".join(
             f"{k} {kept.count(k)}" for k in sorted(set(kept)))
             + f" | {cell(ratio['auto'])} | {cell(ratio['torch'])} | "
-            f"{cell(ratio['early'])} | {cell(best)} |", flush=True)
+            f"{cell(ratio['early'])} | {cell(best)} | {cell(scopes)} |",
+            flush=True)

@@ -331,6 +331,21 @@ def test_auto_lowering_keeps_the_lowering_measured_faster(tmp_path, kind):
             assert ms[slow] >= 1000.0, ms
 
 
+def test_idle_profiler_scopes_are_skipped_and_a_profiler_still_sees_them(
+        tmp_path):
+    # torch's multi-stage runtime opens a record_function scope around
+    # every action; Stagecraft's runner skips them while no profiler runs
+    # (they cost about 10 us an action) and keeps them under
+    # torch.profiler, whose trace then names every action ("PP:0F0", ...).
+    results = launch(tmp_path, "scopes", "gpipe", 2, n_mb=4)
+    for r, res in enumerate(results):
+        assert res["idle"] == 0, (r, res)
+        assert res["profiled"] > 0 and res["restored"], (r, res)
+        for k in range(4):
+            assert {f"PP:{r}F{k}", f"PP:{r}B{k}"} <= set(res["recorded"]), (
+                r, res)
+
+
 def test_auto_lowering_trial_order_and_choice():
     # The lowerings take turns, the order reversed every round; the
     # warm-up rounds are not counted; a tie keeps the first tried.

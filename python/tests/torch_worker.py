@@ -354,10 +354,42 @@ def lowering_trial(kind, rank, world, n_mb):
     return out
 
 
+def scopes(kind, rank, world, n_mb):
+    """How many profiler scopes torch's multi-stage runtime opens in a
+    step of KIND's plan, with no profiler running and under
+    torch.profiler; the
+    scopes the profiler recorded (their names) and whether the module's
+    own record_function is back after each step."""
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
+    _, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    opened = []
+    real = ts.record_function
+
+    def counted(*args, **kwargs):
+        opened.append(args[0])
+        return real(*args, **kwargs)
+    ts.record_function = counted
+    try:
+        run_step(runner, n_mb, first, last)
+        idle = len(opened)
+        restored = ts.record_function is counted
+        with torch.profiler.profile() as prof:
+            run_step(runner, n_mb, first, last)
+        restored = restored and ts.record_function is counted
+    finally:
+        ts.record_function = real
+    return {"idle": idle, "profiled": len(opened) - idle,
+            "restored": restored,
+            "recorded": sorted({e.name for e in prof.events()
+                                if e.name.startswith("PP:")})}
+
+
 def trial_bench(kind, rank, world, n_mb, steps=40):
     """KIND's plan (uniform costs) as lowering="auto" (its trial run out
-    first), as lowering="torch" and as "early", beside torch's own class
-    of the kind, alternating `steps` each after a warm-up step: per runner
+    first), as lowering="torch" and as "early", as "torch" keeping torch's
+    idle profiler scopes ("scoped"), beside torch's own class of the kind, alternating `steps` each after a warm-up step: per runner
     the median step seconds, and the lowering auto kept."""
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
@@ -370,6 +402,11 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
         # "torch" would put GPipe's order on ScheduleGPipe).
         runners[how] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
                                               True, lowering=how)
+    # torch's lowering once more, keeping torch's idle profiler scopes.
+    _, stages = build(mine, num_stages)
+    runners["scoped"] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+                                               True, lowering="torch")
+    runners["scoped"]._keep_scopes = True
     settle(runners["auto"], n_mb, first, last)
     times = alternate(runners, steps, n_mb, first, last)
     return {"median": {w: statistics.median(t) for w, t in times.items()},
@@ -863,6 +900,8 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="early")
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
+        elif mode == "scopes":
+            result = scopes(kind, rank, world, n_mb)
         elif mode == "trial-bench":
             result = trial_bench(kind, rank, world, n_mb, **steps)
         elif mode == "lowering-trial":
