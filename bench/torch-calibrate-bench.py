@@ -10,8 +10,8 @@ rank's return, as a trace times it) and STEPS control steps (untraced,
 timed the same way) take turns: each round a traced step, then the
 measured and the control one, those two swapped every other round so
 that each follows the traced step and the other equally often, and all
-see the machine in the same state; measured / control is the A/A of the measurement, the
-noise a ratio to the measured step carries. The plan's makespan is
+see the machine in the same state; measured / control is the A/A of the
+measurement, the noise a ratio to the measured step carries. The plan's makespan is
 simulated on the costs `sct.profile` measures, on the costs `sct.calibrate`
 fits to the traced steps without its stretch (the parts alone), and with
 it (the default); each against the median measured step. Then the median

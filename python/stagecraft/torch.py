@@ -501,20 +501,19 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         return out
 
     def _step_microbatches(self, *args, **kwargs):
-        trial = self._trial
-        if trial is None or not self._has_backward:
-            # No trial, or a forward-only step (`eval`), which the trial
-            # does not count: it runs the order now loaded.
-            with _without_idle_scopes(self._keep_scopes):
-                return super()._step_microbatches(*args, **kwargs)
-        name = trial.next()
-        self.pipeline_order_with_comms = self._lowered[name]
+        # A forward-only step (`eval`) is no trial step: it runs the order
+        # now loaded.
+        trial = self._trial if self._has_backward else None
+        if trial is not None:
+            name = trial.next()
+            self.pipeline_order_with_comms = self._lowered[name]
         start = time.perf_counter()
         with _without_idle_scopes(self._keep_scopes):
             out = super()._step_microbatches(*args, **kwargs)
-        trial.record(name, time.perf_counter() - start)
-        if trial.finished():
-            self._keep_faster(trial)
+        if trial is not None:
+            trial.record(name, time.perf_counter() - start)
+            if trial.finished():
+                self._keep_faster(trial)
         return out
 
     def _keep_faster(self, trial: "_LoweringTrial") -> None:

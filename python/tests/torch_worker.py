@@ -320,10 +320,10 @@ def lowering_trial(kind, rank, world, n_mb):
     """lowering="auto"'s trial on KIND's plan, three times: as it runs
     (for gpipe, with a forward-only `eval` step in the middle, which it
     must not count), and with 1 s added on the last rank alone to each
-    step of "early",
-    then of "torch" (as if that lowering ran that much slower there). Per
-    run, the lowering kept after each step, the trial's figures, and the
-    gradients of one more step against the unpipelined model."""
+    step of "early", then of "torch" (as if that lowering ran that much
+    slower there). Per run, the lowering kept after each step, the
+    trial's figures, and the gradients of one more step against the
+    unpipelined model."""
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     out = {}
@@ -357,9 +357,8 @@ def lowering_trial(kind, rank, world, n_mb):
 def scopes(kind, rank, world, n_mb):
     """How many profiler scopes torch's multi-stage runtime opens in a
     step of KIND's plan, with no profiler running and under
-    torch.profiler; the
-    scopes the profiler recorded (their names) and whether the module's
-    own record_function is back after each step."""
+    torch.profiler; the scopes the profiler recorded (their names) and
+    whether the module's own record_function is back after each step."""
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     _, stages = build(mine, num_stages)
@@ -389,24 +388,22 @@ def scopes(kind, rank, world, n_mb):
 def trial_bench(kind, rank, world, n_mb, steps=40):
     """KIND's plan (uniform costs) as lowering="auto" (its trial run out
     first), as lowering="torch" and as "early", as "torch" keeping torch's
-    idle profiler scopes ("scoped"), beside torch's own class of the kind, alternating `steps` each after a warm-up step: per runner
-    the median step seconds, and the lowering auto kept."""
+    idle profiler scopes ("scoped"), beside torch's own class of the kind,
+    alternating `steps` each after a warm-up step: per runner the median
+    step seconds, and the lowering auto kept."""
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     runners = {}
     _, stages = build(mine, num_stages)
     runners["builtin"] = torch_schedule(kind, stages, n_mb)
-    for how in ("auto", "torch", "early"):
+    for who, how in (("auto", "auto"), ("torch", "torch"),
+                     ("early", "early"), ("scoped", "torch")):
         _, stages = build(mine, num_stages)
         # The multi-stage runtime for every one (auto's trial runs there;
         # "torch" would put GPipe's order on ScheduleGPipe).
-        runners[how] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+        runners[who] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
                                               True, lowering=how)
-    # torch's lowering once more, keeping torch's idle profiler scopes.
-    _, stages = build(mine, num_stages)
-    runners["scoped"] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
-                                               True, lowering="torch")
-    runners["scoped"]._keep_scopes = True
+        runners[who]._keep_scopes = who == "scoped"
     settle(runners["auto"], n_mb, first, last)
     times = alternate(runners, steps, n_mb, first, last)
     return {"median": {w: statistics.median(t) for w, t in times.items()},
@@ -420,11 +417,7 @@ def lowering_bench(kind, rank, world, n_mb, steps=20):
     step; per runner the median and all steps, and the CPU ms per step of
     this rank's threads other than the one that calls step() (gloo's
     transport)."""
-    num_stages = stages_for(kind, world)
-    problem = sc.Problem(ranks=world, microbatches=n_mb,
-                         stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0)
-    mine = sct.stage_indices(plan, rank)
+    plan, num_stages, mine, _, _ = uniform_plan(kind, rank, world, n_mb)
     runners = {}
     for how in ("torch", "early", "stagecraft"):
         _, stages = build(mine, num_stages)
