@@ -9,12 +9,19 @@ its trial out, TRIAL_LENGTH steps), the plan with lowering="torch" and
 with lowering="early" fixed, and once more with lowering="torch" keeping
 the profiler scopes torch's runtime opens around every action (which
 Stagecraft's runner skips while no profiler runs); then all five
-alternate step by step, STEPS each after a warm-up step. RUNS launches;
-per launch, each runner's median step over the builtin's (the steps
-alternated, so the five saw the same machine). The table: which lowering
-auto kept (launches each), the ratios' median and range over launches,
-auto against the faster of the two fixed runners of its launch, and
-torch's lowering without the idle scopes against the same with them.
+alternate step by step, STEPS each after a warm-up step, each step alone
+(barrier to barrier); then the same five run blocks of 10 steps back to
+back, as a training loop runs them (a rank starts its next step while
+the others finish theirs), taking turns block by block, 6 blocks each:
+seconds per step, the median of the blocks. RUNS launches; per launch,
+each runner's median step over the builtin's (the steps alternated, so
+the five saw the same machine). The table: which lowering auto kept
+(launches each), the ratios' median and range over launches, auto
+against the faster of the two fixed runners of its launch, torch's
+lowering without the idle scopes against the same with them; then, back
+to back, auto over the builtin, torch's lowering over early receives,
+auto against the faster fixed runner, and in how many launches auto kept
+the lowering whose fixed runner ran faster back to back.
 
     build-python/venv/bin/python bench/torch-trial-bench.py [RUNS] [KINDS] [MICROBATCHES] [STEPS]
 
@@ -41,8 +48,10 @@ def cell(values):
 
 print("| kind | m | auto kept | auto / builtin | torch / builtin | "
       "early / builtin | auto / faster fixed runner | torch, scopes skipped "
-      "/ kept |")
-print("|---|---|---|---|---|---|---|---|")
+      "/ kept | back to back: auto / builtin | back to back: torch / early | "
+      "back to back: auto / faster fixed runner | back to back: kept the "
+      "faster |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for kind in kinds:
     for n_mb in counts:
         results = [launch("trial-bench", kind, n_mb=n_mb, steps=steps)
@@ -55,8 +64,15 @@ for kind in kinds:
         kept = [r["kept"] for r in results]
         scopes = [r["median"]["torch"] / r["median"]["scoped"]
                   for r in results]
+        blocks = [r["blocks"] for r in results]
+        faster = sum(r["kept"] == min(("torch", "early"),
+                                      key=r["blocks"].get) for r in results)
         print(f"| {kind} | {n_mb} | " + ", ".join(
             f"{k} {kept.count(k)}" for k in sorted(set(kept)))
             + f" | {cell(ratio['auto'])} | {cell(ratio['torch'])} | "
-            f"{cell(ratio['early'])} | {cell(best)} | {cell(scopes)} |",
+            f"{cell(ratio['early'])} | {cell(best)} | {cell(scopes)} | "
+            f"{cell([b['auto'] / b['builtin'] for b in blocks])} | "
+            f"{cell([b['torch'] / b['early'] for b in blocks])} | "
+            f"{cell([b['auto'] / min(b['torch'], b['early']) for b in blocks])}"
+            f" | {faster} of {len(results)} |",
             flush=True)

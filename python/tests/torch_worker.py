@@ -390,7 +390,8 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
     first), as lowering="torch" and as "early", as "torch" keeping torch's
     idle profiler scopes ("scoped"), beside torch's own class of the kind,
     alternating `steps` each after a warm-up step: per runner the median
-    step seconds, and the lowering auto kept."""
+    step seconds (each step alone, barrier to barrier) and the seconds per
+    step back to back (`back_to_back`), and the lowering auto kept."""
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     runners = {}
@@ -407,8 +408,28 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
     settle(runners["auto"], n_mb, first, last)
     times = alternate(runners, steps, n_mb, first, last)
     return {"median": {w: statistics.median(t) for w, t in times.items()},
+            "blocks": back_to_back(runners, n_mb, first, last),
             "kept": runners["auto"].stagecraft_lowering,
             "trial_ms": runners["auto"].stagecraft_lowering_ms}
+
+
+def back_to_back(runners, n_mb, first, last, rounds=6, block=10):
+    """Per runner, the median over `rounds` of the seconds per step of
+    `block` steps run back to back, as a training loop runs them (no
+    barrier between them: a rank starts its next step while the others
+    finish theirs), from a barrier before the block to one after it; the
+    runners take turns block by block, their order reversed every
+    round."""
+    per_step = {who: [] for who in runners}
+    for r in range(rounds):
+        for who in (list(runners) if r % 2 == 0 else list(runners)[::-1]):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(block):
+                run_step(runners[who], n_mb, first, last)
+            dist.barrier()
+            per_step[who].append((time.perf_counter() - t0) / block)
+    return {who: statistics.median(t) for who, t in per_step.items()}
 
 
 def lowering_bench(kind, rank, world, n_mb, steps=20):
