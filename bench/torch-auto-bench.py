@@ -25,7 +25,10 @@ whose order repeats another's runs once, for both) runs the trial of
 `lowering="auto"` out (TRIAL_LENGTH steps: its measured choice between
 early receives and torch's lowering, in brackets after its name); they
 and the built-ins then alternate step by step, STEPS each after a
-warm-up step, and one more step
+warm-up step, then in blocks of 5 steps back to back (4 blocks each,
+taking turns block by block: as a training loop runs its steps, a rank
+starting its next step while the others finish theirs; seconds per step
+of a block, their median), and one more step
 of each measures its peak activation memory per rank
 (`stagecraft.torch.activation_memory`: the bytes autograd saves for
 backward). RUNS launches per configuration; a schedule's figure is the
@@ -63,14 +66,14 @@ def kib(peaks):
     return "/".join(f"{p / 1024:.0f}" for p in peaks)
 
 
-summary = []
+summary, summary_b = [], []
 for model in models:
     os.environ["STAGECRAFT_TORCH_MODEL"] = model
     print(f"\nmodel: {model}\n")
     print("| shape | m | schedule | measured step ms (range) | / fastest "
-          "built-in | simulated ms | measured peak KiB per rank | "
-          "simulated peak KiB |")
-    print("|---|---|---|---|---|---|---|---|")
+          "built-in | back to back: / fastest built-in | simulated ms | "
+          "measured peak KiB per rank | simulated peak KiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for shape in shapes:
         for n_mb in counts:
             results = []
@@ -91,12 +94,16 @@ for model in models:
             builtins = [who for who in names if who.startswith("Schedule")
                         and not who.endswith("(again)")]
 
-            def paired(who, base):
+            def paired(who, base, key="median"):
                 """Median and range over launches of who / base."""
-                r = [x["median"][who] / x["median"][base] for x in results]
+                r = [x[key][who] / x[key][base] for x in results]
                 return statistics.median(r), min(r), max(r)
             fastest = min(builtins, key=lambda b: paired(b, builtins[0])[0])
             ratio = {who: paired(who, fastest) for who in names}
+            # Back to back, the fastest built-in may be another.
+            fast_b = min(builtins,
+                         key=lambda b: paired(b, builtins[0], "blocks")[0])
+            ratio_b = {who: paired(who, fast_b, "blocks") for who in names}
             # The most any rank held, median over launches.
             peak = {who: [statistics.median(r["peaks"][who][k]
                                             for r in results)
@@ -116,6 +123,8 @@ for model in models:
                       f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
                       f"{ratio[who][0]:.3f} ({ratio[who][1]:.2f}.."
                       f"{ratio[who][2]:.2f}) | "
+                      f"{ratio_b[who][0]:.3f} ({ratio_b[who][1]:.2f}.."
+                      f"{ratio_b[who][2]:.2f}) | "
                       + (f"{sim[0]:.2f} | {kib(peak[who])} | "
                          f"{sim[1] * 1024:.0f} |" if sim else
                          f"- | {kib(peak[who])} | - |"), flush=True)
@@ -126,6 +135,13 @@ for model in models:
             summary.append((model, shape, n_mb, fastest, ratio[auto][0],
                             max(peak[auto]),
                             max(peak[fastest]), namesakes, control))
+            auto_b = f"auto within {fast_b}'s memory"
+            summary_b.append((model, shape, n_mb, fast_b,
+                              ratio_b[auto_b][0],
+                              ratio_b[f"{fast_b} (again)"][0],
+                              {k: paired(k, t, "blocks")[0]
+                               for k, t in NAMESAKES.items()
+                               if k in step and t in step}))
 
 print("\nsummary: auto (planned within the simulated peak memory of the "
       "built-in that measured fastest) against that built-in (peaks: the "
@@ -152,3 +168,22 @@ kinds = [v for row in summary for v in row[7].values()]
 print(f"\nStagecraft kind / torch namesake at most 1.02 on "
       f"{sum(v <= 1.02 for v in kinds)} of {len(kinds)} (kind, configuration) "
       f"pairs")
+
+print("\nback to back (blocks of 5 steps, as a training loop runs them): auto "
+      "within the memory of the built-in fastest back to back, against it; "
+      "each kind against its namesake\n")
+print("| model | shape | m | fastest built-in | auto / fastest | A/A | "
+      "Stagecraft kind / torch namesake |")
+print("|---|---|---|---|---|---|---|")
+for model, shape, n_mb, fastest, auto, control, names in summary_b:
+    print(f"| {model} | {shape} | {n_mb} | {fastest} | {auto:.3f} | "
+          f"{control:.3f} | "
+          + ", ".join(f"{k} {v:.3f}" for k, v in names.items()) + " |")
+spread = [abs(row[5] - 1) for row in summary_b]
+print(f"\nback to back: A/A control {statistics.median(spread):.3f} "
+      f"(median), at most {max(spread):.3f}; auto at or below the fastest "
+      f"built-in on {sum(row[4] <= 1.0 for row in summary_b)} of "
+      f"{len(summary_b)}, at least 3 % faster on "
+      f"{sum(row[4] <= 0.97 for row in summary_b)}; kind / namesake at most "
+      f"1.02 on {sum(v <= 1.02 for row in summary_b for v in row[6].values())}"
+      f" of {sum(len(row[6]) for row in summary_b)}")

@@ -413,20 +413,22 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
             "trial_ms": runners["auto"].stagecraft_lowering_ms}
 
 
-def back_to_back(runners, n_mb, first, last, rounds=6, block=10):
+def back_to_back(runners, n_mb, first=None, last=None, rounds=6, block=10):
     """Per runner, the median over `rounds` of the seconds per step of
     `block` steps run back to back, as a training loop runs them (no
     barrier between them: a rank starts its next step while the others
     finish theirs), from a barrier before the block to one after it; the
     runners take turns block by block, their order reversed every
-    round."""
+    round. Without first / last, each runner's own stages say."""
     per_step = {who: [] for who in runners}
     for r in range(rounds):
         for who in (list(runners) if r % 2 == 0 else list(runners)[::-1]):
+            ends = ((first, last) if first is not None
+                    else ends_of(runners[who]))
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(block):
-                run_step(runners[who], n_mb, first, last)
+                run_step(runners[who], n_mb, *ends)
             dist.barrier()
             per_step[who].append((time.perf_counter() - t0) / block)
     return {who: statistics.median(t) for who, t in per_step.items()}
@@ -796,7 +798,9 @@ def grid(shape, rank, world, n_mb, steps=20):
     planned again, and auto within the simulated peak memory of each
     built-in; then those plans (one whose order repeats another's runs
     once, for both) and the built-ins, each built-in twice (an A/A control
-    of the noise), alternate step by step, `steps` each after a warm-up. Medians in seconds; per schedule its simulated
+    of the noise), alternate step by step, `steps` each after a warm-up,
+    then in blocks of 5 steps back to back (`back_to_back`, 4 each).
+    Medians in seconds; per schedule its simulated
     makespan and peak activation (calibrated costs) and its measured peak
     activation bytes per rank (one more step under activation_memory)."""
     count, rank_of, names = SHAPES[shape]
@@ -870,6 +874,8 @@ def grid(shape, rank, world, n_mb, steps=20):
         for runner in runners.values():
             settle(runner, n_mb, *ends_of(runner))
         times = alternate(runners, steps, n_mb)
+        # Then blocks of steps back to back, as a training loop runs them.
+        blocks = back_to_back(runners, n_mb, rounds=4, block=5)
     except RuntimeError:
         for who, p in plans.items():
             print(f"--- {who}:\n{p.to_csv()}", file=sys.stderr, flush=True)
@@ -885,8 +891,9 @@ def grid(shape, rank, world, n_mb, steps=20):
                 for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin
         median[who], peaks[who] = median[twin], peaks[twin]
-        lowering[who] = lowering[twin]
-    return {"median": median, "simulated": simulated, "peaks": peaks,
+        lowering[who], blocks[who] = lowering[twin], blocks[twin]
+    return {"median": median, "blocks": blocks, "simulated": simulated,
+            "peaks": peaks,
             "same": same, "choice": choice, "lowering": lowering}
 
 
