@@ -128,20 +128,20 @@ for model in models:
                       + (f"{sim[0]:.2f} | {kib(peak[who])} | "
                          f"{sim[1] * 1024:.0f} |" if sim else
                          f"- | {kib(peak[who])} | - |"), flush=True)
-            namesakes = {k: paired(k, t)[0] for k, t in NAMESAKES.items()
-                         if k in step and t in step}
+            def namesakes(key="median"):
+                """Each Stagecraft kind / its torch namesake, paired."""
+                return {k: paired(k, t, key)[0] for k, t in NAMESAKES.items()
+                        if k in step and t in step}
             auto = f"auto within {fastest}'s memory"
             control = ratio[f"{fastest} (again)"][0]
             summary.append((model, shape, n_mb, fastest, ratio[auto][0],
                             max(peak[auto]),
-                            max(peak[fastest]), namesakes, control))
+                            max(peak[fastest]), namesakes(), control))
             auto_b = f"auto within {fast_b}'s memory"
             summary_b.append((model, shape, n_mb, fast_b,
                               ratio_b[auto_b][0],
                               ratio_b[f"{fast_b} (again)"][0],
-                              {k: paired(k, t, "blocks")[0]
-                               for k, t in NAMESAKES.items()
-                               if k in step and t in step}))
+                              namesakes("blocks")))
 
 print("\nsummary: auto (planned within the simulated peak memory of the "
       "built-in that measured fastest) against that built-in (peaks: the "

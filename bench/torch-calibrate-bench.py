@@ -59,7 +59,7 @@ for kind in kinds:
     print(f"| {kind} | {cell([r['measured'] for r in results], 2)} | "
           f"{ratio('profiled')} | {ratio('parts')} | {ratio('calibrated')} | "
           f"{cell([r['stretch'] for r in results])} | "
-          f"{ratio('traced_trimmed')} | "
+          f"{ratio('traced')} | "
           f"{cell([r['barrier_to_barrier'] / r['measured'] for r in results])}"
           f" | {ratio('control')} | "
           f"{cell([r['measured_median'] / r['measured'] for r in results])} |",

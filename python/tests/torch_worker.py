@@ -144,12 +144,18 @@ def build(indices, num_stages):
     return mods, stages
 
 
-def run_step(runner, n_mb, has_first, has_last):
-    tokens, target = data(n_mb)
+def call_step(runner, tokens, target, has_first, has_last):
+    """One step() call on a batch made beforehand; the last stage's losses
+    (tensors)."""
     losses = []
     args = (tokens,) if has_first else ()
     runner.step(*args, target=target if has_last else None,
                 losses=losses if has_last else None)
+    return losses
+
+
+def run_step(runner, n_mb, has_first, has_last):
+    losses = call_step(runner, *data(n_mb), has_first, has_last)
     return [l.item() for l in losses]
 
 
@@ -267,8 +273,11 @@ def out_of_order(kind, rank, world, n_mb):
     return out
 
 
-def ends_of(runner):
-    """Whether the runner's stages here hold the first and the last."""
+def ends_of(runner, has_first=None, has_last=None):
+    """Whether the runner's stages here hold the first and the last (as
+    given, where has_first is)."""
+    if has_first is not None:
+        return has_first, has_last
     stages = getattr(runner, "_stages", None) or [runner._stage]
     return any(st.is_first for st in stages), any(st.is_last for st in stages)
 
@@ -284,8 +293,7 @@ def alternate(runners, steps, n_mb, has_first=None, has_last=None,
     for step in range(steps + warmup):
         order = list(runners) if step % 2 == 0 else list(runners)[::-1]
         for who in order:
-            first, last = ((has_first, has_last) if has_first is not None
-                           else ends_of(runners[who]))
+            first, last = ends_of(runners[who], has_first, has_last)
 
             def run():
                 dist.barrier()
@@ -423,8 +431,7 @@ def back_to_back(runners, n_mb, first=None, last=None, rounds=6, block=10):
     per_step = {who: [] for who in runners}
     for r in range(rounds):
         for who in (list(runners) if r % 2 == 0 else list(runners)[::-1]):
-            ends = ((first, last) if first is not None
-                    else ends_of(runners[who]))
+            ends = ends_of(runners[who], first, last)
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(block):
@@ -708,9 +715,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
             tokens, target = data(n_mb)
             dist.barrier()
             t0 = time.perf_counter()
-            runner.step(*((tokens,) if first else ()),
-                        target=target if last else None,
-                        losses=[] if last else None)
+            call_step(runner, tokens, target, first, last)
             spans[what].append((t0, time.perf_counter()))
             dist.barrier()
             if what == "measured":
@@ -732,9 +737,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
             "control": trimmed_mean(untraced["control"]),
             "measured_median": statistics.median(untraced["measured"]),
             "barrier_to_barrier": trimmed_mean(measured),
-            "traced": statistics.median(t.step_times()[0] for t in traces),
-            "traced_trimmed": trimmed_mean([t.step_times()[0]
-                                            for t in traces]),
+            "traced": trimmed_mean([t.step_times()[0] for t in traces]),
             "profiled": sc.from_csv(profiled, csv).makespan,
             "parts": sc.from_csv(sct.calibrate(traces, profiled,
                                                reproduce=None), csv).makespan,
