@@ -21,7 +21,9 @@ placement planned and traced (3 steps each, after 10 warm-up steps)
 beside the built-ins; the costs calibrated from all the traces; every
 kind planned again, and auto once within the simulated peak memory of
 each built-in ("auto within X's memory"); each of those plans (a plan
-whose order repeats another's runs once, for both) runs the trial of
+whose order repeats another's runs once, for both; a plan that
+`schedule` runs on one of torch's single-stage classes is that built-in,
+"= X itself", measured once under the built-in's name) runs the trial of
 `lowering="auto"` out (TRIAL_LENGTH steps: its measured choice between
 early receives and torch's lowering, in brackets after its name); they
 and the built-ins then alternate step by step, STEPS each after a
@@ -116,6 +118,9 @@ for model in models:
                     label += (" (" + ", ".join(sorted(
                         {r["choice"][who] or "its own" for r in results}))
                         + ")")
+                itself = {r["same"].get(who) for r in results} & set(builtins)
+                if itself:  # schedule() returned that very class
+                    label += " = " + ", ".join(sorted(itself)) + " itself"
                 if who in results[0].get("lowering", {}):
                     label += (" [" + ", ".join(sorted(
                         {r["lowering"][who] for r in results})) + "]")

@@ -12,7 +12,6 @@ starts and ends, and are restored when it closes. Any of torch's schedules
 from __future__ import annotations
 
 import functools
-import os
 import statistics
 import threading
 import time
@@ -23,6 +22,7 @@ import torch.distributed as dist
 from torch.distributed.pipelining import schedules as _ts
 
 from ._core import Problem, Schedule, ScheduleError, fit_costs
+from ._torch_transport import thread_names
 
 _KINDS = ("F", "I", "W", "B")
 
@@ -47,19 +47,13 @@ def _threads() -> dict[int, tuple[str, int, int]] | None:
     waiting for one), from Linux's /proc/self/task/*/schedstat; None where
     the kernel does not keep those figures."""
     out = {}
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return None
-    for tid in tids:
+    for tid, name in thread_names().items():
         try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
             with open(f"/proc/self/task/{tid}/schedstat") as f:
                 run, wait = (int(x) for x in f.read().split()[:2])
         except (OSError, ValueError):
             continue  # The thread ended, or the kernel keeps no schedstat.
-        out[int(tid)] = (name, run, wait)
+        out[tid] = (name, run, wait)
     return out or None
 
 

@@ -46,6 +46,7 @@ from . import Problem, Schedule, ScheduleError, Stage, from_csv
 from . import schedule as _schedule
 from ._torch_memory import ActivationMemory, SavedBytes
 from ._torch_trace import Trace, calibrate
+from . import _torch_transport
 
 #: `with stagecraft.torch.trace(runner) as t: runner.step(...)`.
 trace = Trace
@@ -423,6 +424,41 @@ def _faster_lowering(slowest: dict[str, float]) -> str:
     return min(slowest, key=slowest.get)
 
 
+#: The `transport`s `schedule` takes.
+TRANSPORTS = ("auto", "quiet", "shared")
+
+
+def _check_choice(option: str, value: str, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ScheduleError(f"{option}={value!r}: expected one of "
+                            + ", ".join(repr(x) for x in allowed))
+
+
+def _transports(transport: str, tids: list[int]) -> list[str]:
+    """The transports `transport` lets run, in trial order: "quiet" only
+    where this process has gloo transport threads whose priority it may
+    restore (`_torch_transport.restorable`); "auto" tries both there."""
+    _check_choice("transport", transport, TRANSPORTS)
+    can = bool(tids) and _torch_transport.restorable(tids)
+    if transport == "quiet" and not can:
+        raise ScheduleError(
+            "transport='quiet': " + (
+                "this process has no gloo transport thread to quiet"
+                if not tids else
+                "this process may not restore its gloo transport threads' "
+                "priority after a step (it needs CAP_SYS_NICE or a "
+                "RLIMIT_NICE of 20); use transport='shared'"))
+    if transport == "auto":
+        return ["shared", "quiet"] if can else ["shared"]
+    return [transport]
+
+
+def _candidate_name(lowering: str, transport: str) -> str:
+    """A trial candidate's name: the lowering, "+quiet" with the quiet
+    transport ("early", "torch+quiet")."""
+    return lowering + ("+quiet" if transport == "quiet" else "")
+
+
 class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering.
 
@@ -432,7 +468,8 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
     runs the last stage's forwards out of microbatch order."""
 
     def __init__(self, stages, n_microbatches, loss_fn, plan: Schedule,
-                 scale_grads: bool, lowering: str = "torch", **kwargs):
+                 scale_grads: bool, lowering: str = "torch",
+                 transport: str = "shared", **kwargs):
         super().__init__(stages, n_microbatches, loss_fn=loss_fn,
                          scale_grads=scale_grads, **kwargs)
         self.stagecraft_plan = plan
@@ -460,17 +497,34 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
             raise ScheduleError(
                 f"lowering={wrong[0]!r} of this {plan.kind} plan would "
                 f"pair a message with the wrong receive: {wrong[1]}")
-        first = next(iter(self._lowered))
-        self.pipeline_order_with_comms = self._lowered[first]
-        #: The lowering that runs: None while "auto"'s trial still runs.
-        self.stagecraft_lowering: str | None = (
-            first if len(self._lowered) == 1 else None)
-        #: Per lowering tried, the slowest rank's median step ms.
+        # gloo's transport threads, and the transports that may run.
+        self._transport_tids = _torch_transport.transport_threads()
+        transports = _transports(transport, self._transport_tids)
+        #: Every (lowering, transport) that may run, by its trial name.
+        self._candidates = {_candidate_name(low, t): (low, t)
+                            for low in self._lowered for t in transports}
+        names = list(self._candidates)
+        self._quiet = False
+        self._use(names[0])
+        #: The lowering and the transport that run ("shared": gloo's
+        #: transport threads as torch leaves them; "quiet": at idle
+        #: priority during each step): None while "auto"'s trial runs.
+        if len(names) > 1:
+            self.stagecraft_lowering = self.stagecraft_transport = None
+        #: Per candidate tried (a lowering, "+quiet" with the quiet
+        #: transport), the slowest rank's median step ms.
         self.stagecraft_lowering_ms: dict[str, float] = {}
-        self._trial = (_LoweringTrial(list(self._lowered))
-                       if self.stagecraft_lowering is None else None)
+        self._trial = _LoweringTrial(names) if len(names) > 1 else None
         # True keeps torch's idle profiler scopes (a benchmark's control).
         self._keep_scopes = False
+
+    def _use(self, name: str) -> None:
+        """Runs the candidate `name` from the next step on."""
+        lowering, transport = self._candidates[name]
+        self.pipeline_order_with_comms = self._lowered[lowering]
+        self._quiet = transport == "quiet"
+        self.stagecraft_lowering = lowering
+        self.stagecraft_transport: str | None = transport
 
     def _lower(self, compute, lowering: str, n_microbatches: int):
         """Every rank's order with communication under `lowering`, by
@@ -506,11 +560,14 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         trial = self._trial if self._has_backward else None
         if trial is not None:
             name = trial.next()
-            self.pipeline_order_with_comms = self._lowered[name]
+            self._use(name)
         start = time.perf_counter()
-        with _without_idle_scopes(self._keep_scopes):
+        with _without_idle_scopes(self._keep_scopes), \
+                _torch_transport.quiet(
+                    self._transport_tids if self._quiet else []):
             out = super()._step_microbatches(*args, **kwargs)
         if trial is not None:
+            self.stagecraft_lowering = self.stagecraft_transport = None
             trial.record(name, time.perf_counter() - start)
             if trial.finished():
                 self._keep_faster(trial)
@@ -525,9 +582,7 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
         slowest = dict(zip(trial.names, mine.tolist()))
         self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
-        self.stagecraft_lowering = _faster_lowering(slowest)
-        self.pipeline_order_with_comms = self._lowered[
-            self.stagecraft_lowering]
+        self._use(_faster_lowering(slowest))
         self._trial = None
 
     def _maybe_compute_loss(self, stage, output, target_mbs, mb_index,
@@ -558,6 +613,7 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = True, time_limit: float = 10.0,
              recompute: str | None = None, lowering: str = "auto",
+             transport: str = "auto",
              **kwargs) -> _ts._PipelineScheduleRuntime:
     """This rank's Stagecraft schedule on torch's runtime.
 
@@ -581,6 +637,21 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     DualPipeV's order at 4 microbatches. "stagecraft": the sends, receives
     and waits Stagecraft lowered and verified deadlock-free with the plan.
 
+    `transport`: how gloo's transport threads (one per gloo device, which
+    move every message) share the rank's core during a step. "shared": as
+    torch leaves them, at the computing thread's priority: one that spins
+    on a socket while the computing thread holds its lock takes the core
+    for a timeslice (see stagecraft._torch_transport). "quiet": at idle
+    priority (SCHED_IDLE) for the step, restored after it, so they run
+    only while the computing thread waits; it needs gloo transport threads
+    whose priority this process may restore (CAP_SYS_NICE or RLIMIT_NICE
+    20), else ScheduleError. "auto" (default): where "quiet" may run, the
+    trial above tries every lowering with each transport (TRIAL_LENGTH
+    steps per pair of candidates: "early", "early+quiet", "torch",
+    "torch+quiet"), and keeps the fastest (`runner.stagecraft_transport`);
+    elsewhere (NCCL, no permission) "shared". 1F1B's order under
+    lowering="auto" still runs on torch's Schedule1F1B, as torch leaves it.
+
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
     `stages[0].num_stages` stages); `plan`: an already computed plan (its
@@ -594,9 +665,8 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     """
     if not stages:
         raise ScheduleError("no stages given for this rank")
-    if lowering not in LOWERINGS:
-        raise ScheduleError(f"lowering={lowering!r}: expected one of "
-                            + ", ".join(repr(x) for x in LOWERINGS))
+    _check_choice("lowering", lowering, LOWERINGS)
+    _check_choice("transport", transport, TRANSPORTS)
     num_stages = stages[0].num_stages
     ranks = stages[0].group_size
     rank = stages[0].group_rank
@@ -633,7 +703,8 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
-    single = _runtime_for(plan, lowering, bool(kwargs))
+    single = _runtime_for(plan, lowering, bool(kwargs) or
+                          transport == "quiet")
     if single is not None:
         # The plan's order is exactly that of one of torch's single-stage
         # schedules, whose own step loop runs it faster than the
@@ -642,9 +713,11 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
                         scale_grads=scale_grads)
         runner.stagecraft_plan = plan
         runner.stagecraft_lowering = "torch"
+        runner.stagecraft_transport = "shared"
         return runner
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
-                              scale_grads, lowering=lowering, **kwargs)
+                              scale_grads, lowering=lowering,
+                              transport=transport, **kwargs)
 
 
 #: The `lowering`s `schedule` takes.
@@ -656,7 +729,8 @@ def _runtime_for(plan: Schedule, lowering: str, options: bool = False):
     the plan has its order and `lowering` lets it ("torch": GPipe or 1F1B;
     "auto": 1F1B, since GPipe's order runs faster with early receives),
     or None: the multi-stage runtime. `options`: extra runtime options
-    were given, which only the multi-stage runtime takes."""
+    were given (or the quiet transport), which only the multi-stage
+    runtime takes."""
     if lowering not in ("auto", "torch") or options:
         return None
     single = _single_stage_class(plan)

@@ -11,6 +11,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -61,6 +62,60 @@ def test_every_lowering_of_every_kind_equals_the_unpipelined_model(
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b", "interleaved-1f1b",
+                                  "zb-v", "dualpipev"])
+def test_quiet_transport_runs_gloo_at_idle_priority_during_the_step_only(
+        tmp_path, kind):
+    # transport="quiet": gloo's transport threads run at SCHED_IDLE while
+    # a step computes (seen from inside every forward), back at their own
+    # policy after it, and the step trains exactly as the unpipelined
+    # model (on the multi-stage runtime, 1F1B's order too).
+    results = launch(tmp_path, "quiet-transport", kind, 2)
+    for r, res in enumerate(results):
+        assert res["transport_threads"] >= 1, (r, res)
+        policies = res["policies"]
+        assert policies["before"] == [os.SCHED_OTHER], (r, policies)
+        assert policies["during"] == [os.SCHED_IDLE], (r, policies)
+        assert policies["after"] == policies["before"], (r, policies)
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+
+
+def test_transport_choices_and_what_quiet_needs():
+    from stagecraft import _torch_transport as tt
+    with pytest.raises(sc.ScheduleError, match="transport='loud': expected one "
+                       "of 'auto', 'quiet', 'shared'"):
+        sct._transports("loud", [])
+    # No gloo transport thread here (no process group): "auto" is
+    # "shared", and "quiet" says why it cannot run.
+    assert sct._transports("auto", []) == ["shared"]
+    assert sct._transports("shared", []) == ["shared"]
+    with pytest.raises(sc.ScheduleError, match="no gloo transport thread"):
+        sct._transports("quiet", [])
+    # A thread of this process at SCHED_IDLE inside the block only.
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        tid = t.native_id
+        assert tt.restorable([tid])  # (the tests run as root)
+        assert sct._transports("auto", [tid]) == ["shared", "quiet"]
+        before = os.sched_getscheduler(tid)
+        with tt.quiet([tid]):
+            assert os.sched_getscheduler(tid) == os.SCHED_IDLE
+        assert os.sched_getscheduler(tid) == before
+        with pytest.raises(RuntimeError):
+            with tt.quiet([tid]):
+                raise RuntimeError("a failed step")
+        assert os.sched_getscheduler(tid) == before
+    finally:
+        stop.set()
+        t.join()
+    # A thread that ended is skipped.
+    with tt.quiet([tid]):
+        pass
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-h2", "zb-v", "dualpipev"])
@@ -312,23 +367,33 @@ def test_auto_lowering_keeps_the_lowering_measured_faster(tmp_path, kind):
     # lowering on the last rank alone moves every rank's choice; every step
     # trains, and after the trial the kept lowering still equals the
     # unpipelined model.
+    # On gloo (here, as root) each lowering runs with gloo's transport
+    # threads as torch leaves them and quiet (`transport="auto"`): four
+    # candidates, twice TRIAL_LENGTH steps.
     results = launch(tmp_path, "lowering-trial", kind, 2, n_mb=4)
-    trial = sct.TRIAL_LENGTH
+    names = {"early", "torch", "early+quiet", "torch+quiet"}
+    trial = 2 * sct.TRIAL_LENGTH
     for slow, other in ((None, None), ("early", "torch"), ("torch", "early")):
         runs = [res[str(slow)] for res in results]
-        kept = runs[0]["kept"]
+        kept, transports = runs[0]["kept"], runs[0]["transports"]
         for run in runs:
             assert run["kept"] == kept, (slow, runs)
+            assert run["transports"] == transports, (slow, runs)
             assert run["grad_err"] <= 1e-5, (slow, run)
             assert run["ms"] == runs[0]["ms"], (slow, runs)
         assert kept[:trial] == [None] * trial, (slow, kept)
+        assert transports[:trial] == [None] * trial, (slow, transports)
         assert kept[trial] in ("early", "torch") and len(set(kept[trial:])) == 1
+        assert transports[trial] in ("shared", "quiet")
+        assert len(set(transports[trial:])) == 1
         ms = runs[0]["ms"]
-        assert set(ms) == {"early", "torch"}
-        assert kept[trial] == min(ms, key=ms.get)
+        assert set(ms) == names
+        fastest = min(ms, key=ms.get)
+        assert fastest == kept[trial] + (
+            "+quiet" if transports[trial] == "quiet" else ""), (ms, kept)
         if slow is not None:
             assert kept[trial] == other, (slow, ms)
-            assert ms[slow] >= 1000.0, ms
+            assert ms[slow] >= 1000.0 and ms[slow + "+quiet"] >= 1000.0, ms
 
 
 def test_idle_profiler_scopes_are_skipped_and_a_profiler_still_sees_them(

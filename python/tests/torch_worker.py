@@ -41,6 +41,7 @@ from torch.distributed.pipelining import schedules as ts
 import stagecraft as sc
 import stagecraft.torch as sct
 from stagecraft._torch_trace import _threads
+from stagecraft._torch_transport import transport_threads
 
 D, HEADS, T, V, B = 32, 4, 16, 64, 2
 
@@ -201,7 +202,7 @@ def relabeled(plan, problem, perm):
 
 
 def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
-          reorder=None):
+          reorder=None, transport="auto"):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage(recomputed=0.1)
@@ -211,14 +212,30 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
         plan = reorder(plan, problem)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
-    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering=lowering)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering=lowering,
+                          transport=transport)
     has_first, has_last = 0 in mine, num_stages - 1 in mine
+    # The scheduling policies of gloo's transport threads before, during
+    # (seen from inside each forward) and after the step.
+    tids = transport_threads()
+    policies = {"before": sorted({os.sched_getscheduler(t) for t in tids}),
+                "during": set()}
+    for st in stages:
+        inner = st.forward_one_chunk
+
+        def forward(*args, _inner=inner, **kwargs):
+            policies["during"] |= {os.sched_getscheduler(t) for t in tids}
+            return _inner(*args, **kwargs)
+        st.forward_one_chunk = forward
     losses = run_step(runner, n_mb, has_first, has_last)
+    policies["during"] = sorted(policies["during"])
+    policies["after"] = sorted({os.sched_getscheduler(t) for t in tids})
     ref_losses, grads = reference(num_stages, n_mb)
     result = {"placement": plan.placement, "grad_err": max_rel_err(mods, grads),
               "loss_err": max((abs(a - b) / abs(b) for a, b in
                                zip(losses, ref_losses)), default=0.0),
               "losses": len(losses), "torch_err": None,
+              "transport_threads": len(tids), "policies": policies,
               "checkpointed": sorted(
                   i for i, mod in mods.items()
                   if getattr(mod, "_stagecraft_checkpointed", False))}
@@ -342,10 +359,13 @@ def lowering_trial(kind, rank, world, n_mb):
             inner = runner._trial.record
 
             def record(name, seconds, inner=inner, slow=slow):
-                inner(name, seconds + (1.0 if name == slow else 0.0))
+                # Every candidate of that lowering, either transport.
+                slowed = name.split("+")[0] == slow
+                inner(name, seconds + (1.0 if slowed else 0.0))
             runner._trial.record = record
         kept = [runner.stagecraft_lowering]
-        for i in range(sct.TRIAL_LENGTH):
+        transports = [runner.stagecraft_transport]
+        for i in range(len(runner._candidates) * sct.TRIAL_LENGTH // 2):
             if i == 3 and kind == "gpipe":
                 # A forward-only step in the middle: not a trial step.
                 tokens, target = data(n_mb)
@@ -353,11 +373,13 @@ def lowering_trial(kind, rank, world, n_mb):
                             target=target if last else None)
             run_step(runner, n_mb, first, last)
             kept.append(runner.stagecraft_lowering)
+            transports.append(runner.stagecraft_transport)
         for mod in mods.values():
             mod.zero_grad()
         run_step(runner, n_mb, first, last)
         _, grads = reference(num_stages, n_mb)
-        out[str(slow)] = {"kept": kept, "ms": runner.stagecraft_lowering_ms,
+        out[str(slow)] = {"kept": kept, "transports": transports,
+                          "ms": runner.stagecraft_lowering_ms,
                           "grad_err": max_rel_err(mods, grads)}
     return out
 
@@ -865,12 +887,20 @@ def grid(shape, rank, world, n_mb, steps=20):
     same = {}
     for who, p in plans.items():
         csv = p.to_csv()
-        if csv in seen:
-            same[who] = seen[csv]
+        if csv in seen:  # (a built-in's twin is that built-in's)
+            same[who] = same.get(seen[csv], seen[csv])
             continue
         seen[csv] = who
         _, stages = build(sct.stage_indices(p, rank), num_stages)
-        runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
+        runner = sct.schedule(stages, n_mb, loss_fn, plan=p)
+        if type(runner).__name__ in names:
+            # The plan has the order of one of torch's single-stage
+            # classes, and `schedule` returned that very class on the
+            # same stages: it is that built-in, measured once under its
+            # name (two instances of it differ only by the A/A noise).
+            same[who] = type(runner).__name__
+            continue
+        runners[who] = runner
     try:
         # Each Stagecraft runner first runs lowering="auto"'s trial out
         # (its measured choice of lowering is part of its warm-up).
@@ -894,7 +924,9 @@ def grid(shape, rank, world, n_mb, steps=20):
                 for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin
         median[who], peaks[who] = median[twin], peaks[twin]
-        lowering[who], blocks[who] = lowering[twin], blocks[twin]
+        # A built-in twin runs its own step loop: torch's lowering.
+        lowering[who] = lowering.get(twin, "torch")
+        blocks[who] = blocks[twin]
     return {"median": median, "blocks": blocks, "simulated": simulated,
             "peaks": peaks,
             "same": same, "choice": choice, "lowering": lowering}
@@ -946,6 +978,9 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="stagecraft")
         elif mode == "early-lowering":
             result = equal(kind, rank, world, n_mb, lowering="early")
+        elif mode == "quiet-transport":
+            result = equal(kind, rank, world, n_mb, lowering="early",
+                           transport="quiet")
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
         elif mode == "scopes":
