@@ -2,17 +2,19 @@
 
 gloo moves every point-to-point message on a transport thread of its own
 (`gloo_tcp_loop`, one per gloo device), which shares the rank's core with
-the thread that computes. That thread handles a readable socket under the
-pair's lock, and when it cannot take the lock (the computing thread holds
-it, in the middle of posting a send or a receive) it returns to `epoll`,
-which hands it the same socket at once: it spins until the computing
-thread runs again. On a core of its own per rank, the computing thread
-waits for that (a timeslice, about 4 ms here), while the other rank waits
-for its message. Traced on this project's 2-core machine (1F1B's order on
-torch's multi-stage runtime, 8 microbatches): the transport thread took
-5-7 ms of CPU per 17 ms step, the computing thread waited as long for the
-core, and two stalls of 4.5 ms held both ranks; the same steps with the
-transport thread at idle priority took 9 ms.
+the thread that computes. Measured on this project's 2-core machine (one
+pinned process per core; 1F1B's order on torch's multi-stage runtime with
+early receives, 8 microbatches, 20 steps in each of two launches): the
+transport thread ran 4.3-7.4 ms per 16-18 ms step (on 17 wake-ups: 0.25-
+0.45 ms each, for messages of 4 KiB), the computing thread waited about as
+long, runnable, for the core, and a traced step showed two stalls of
+4.5 ms that held both ranks. The same steps with the transport thread
+at idle priority: 1.1-1.4 ms of transport CPU, 8.6-9.4 ms a step (torch's
+Schedule1F1B: 9.3-9.6 ms). gloo's source is consistent with a spin: the
+transport thread handles a readable socket under the pair's lock, taken
+with try_lock; when the computing thread holds it (posting a send or a
+receive) the handler returns, and level-triggered epoll hands the same
+socket back at once, until the computing thread runs again.
 
 At idle priority (`SCHED_IDLE`) the transport thread runs only while the
 computing thread waits, which on a pipeline rank is when a message is
