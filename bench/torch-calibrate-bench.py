@@ -4,7 +4,8 @@ kind's plan (uniform costs) runs on torch's runtime through
 stagecraft.torch on 2 gloo processes (one per core, one thread each), the
 small transformer of python/tests/torch_worker.py (one block per stage),
 8 microbatches. After 10 warm-up steps (and the trial of
-lowering="auto"), STEPS rounds: a traced step (its own trace), then a
+lowering="auto" and transport="auto", whose choice the last column
+gives), STEPS rounds: a traced step (its own trace), then a
 measured step (untraced; from the first rank's step() call to the last
 rank's return, as a trace times a step, the batch made before it) and a
 control step (untraced, timed the same way), those two swapped so that
@@ -47,12 +48,20 @@ def cell(values, digits=3):
             f"({min(values):.{digits}f}..{max(values):.{digits}f})")
 
 
+def kept(results):
+    """What the runners ran, launches each: the lowering, "+quiet" where
+    gloo's transport ran quiet (`schedule`'s trial)."""
+    names = [low + ("+quiet" if transport == "quiet" else "")
+             for low, transport in (r["kept"] for r in results)]
+    return ", ".join(f"{n} {names.count(n)}" for n in sorted(set(names)))
+
+
 print("| kind | measured step ms | measured / simulated, profiled costs | "
       "measured / simulated, calibrated parts (no stretch) | "
       "measured / simulated, calibrated | the stretch | measured / traced "
       "step | barrier to barrier / measured | A/A: measured / control | "
-      "measured: median / trimmed mean |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "measured: median / trimmed mean | kept (launches) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for kind in kinds:
     results = [launch("calibration", kind, steps=steps) for _ in range(runs)]
     ratio = lambda key: cell([r["measured"] / r[key] for r in results])
@@ -62,5 +71,5 @@ for kind in kinds:
           f"{ratio('traced')} | "
           f"{cell([r['barrier_to_barrier'] / r['measured'] for r in results])}"
           f" | {ratio('control')} | "
-          f"{cell([r['measured_median'] / r['measured'] for r in results])} |",
-          flush=True)
+          f"{cell([r['measured_median'] / r['measured'] for r in results])} | "
+          f"{kept(results)} |", flush=True)

@@ -41,6 +41,7 @@ from torch.distributed.pipelining import schedules as ts
 import stagecraft as sc
 import stagecraft.torch as sct
 from stagecraft._torch_trace import _threads
+from stagecraft._torch_transport import quiet as quiet_transport
 from stagecraft._torch_transport import transport_threads
 
 D, HEADS, T, V, B = 32, 4, 16, 64, 2
@@ -443,6 +444,61 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
             "trial_ms": runners["auto"].stagecraft_lowering_ms}
 
 
+def transport_bench(kind, rank, world, n_mb, steps=30):
+    """KIND's plan (uniform costs) with early receives and with torch's
+    lowering, each with gloo's transport threads shared and quiet, torch's
+    own class of the kind shared and quiet (its step() inside
+    `_torch_transport.quiet`), and `sct.schedule`'s defaults (its trial
+    run out first), alternating `steps` each after a warm-up step: per
+    runner the median step seconds (each step alone) and the seconds per
+    step back to back, the transport threads' CPU ms per step (the median
+    over both ranks of each rank's mean), and what auto kept."""
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
+    runners = {}
+    tids = transport_threads()
+    for quiet in ("", "+quiet"):
+        _, stages = build(mine, num_stages)
+        builtin = torch_schedule(kind, stages, n_mb)
+        if quiet:
+            inner = builtin.step
+
+            def step(*args, _inner=inner, **kwargs):
+                with quiet_transport(tids):
+                    return _inner(*args, **kwargs)
+            builtin.step = step
+        runners["builtin" + quiet] = builtin
+        for lowering in ("early", "torch"):
+            _, stages = build(mine, num_stages)
+            runners[lowering + quiet] = sct._StagecraftRuntime(
+                stages, n_mb, loss_fn, plan, True, lowering=lowering,
+                transport="quiet" if quiet else "shared")
+    _, stages = build(mine, num_stages)
+    runners["auto"] = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    settle(runners["auto"], n_mb, first, last)
+    cpu = {who: [] for who in runners}
+
+    def around(who, run):
+        before = _threads()
+        run()
+        after = _threads()
+        cpu[who].append(sum(after[t][1] - before[t][1] for t in tids
+                            if t in after and t in before) / 1e6)
+    times = alternate(runners, steps, n_mb, first, last, around=around)
+    every = [None] * world
+    dist.all_gather_object(every, {w: statistics.mean(v)
+                                   for w, v in cpu.items()})
+    auto = runners["auto"]
+    return {"median": {w: statistics.median(t) for w, t in times.items()},
+            "blocks": back_to_back(runners, n_mb, first, last, rounds=4,
+                                   block=5),
+            "cpu": {w: statistics.median(r[w] for r in every)
+                    for w in runners},
+            "kept": auto.stagecraft_lowering + (
+                "+quiet" if getattr(auto, "stagecraft_transport", None)
+                == "quiet" else "")}
+
+
 def back_to_back(runners, n_mb, first=None, last=None, rounds=6, block=10):
     """Per runner, the median over `rounds` of the seconds per step of
     `block` steps run back to back, as a training loop runs them (no
@@ -765,6 +821,8 @@ def calibration(kind, rank, world, n_mb, steps=20):
                                                reproduce=None), csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
             "stretch": details["stretch"], "latency": calibrated.latency,
+            "kept": [runner.stagecraft_lowering,
+                     getattr(runner, "stagecraft_transport", None)],
             "report": traces[-1].report(sc.from_csv(calibrated, csv))}
 
 
@@ -922,14 +980,19 @@ def grid(shape, rank, world, n_mb, steps=20):
     # The lowering each Stagecraft runner kept.
     lowering = {who: getattr(runners[who], "stagecraft_lowering", None)
                 for who in plans if who in runners}
+    transport = {who: getattr(runners[who], "stagecraft_transport", None)
+                 for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin
         median[who], peaks[who] = median[twin], peaks[twin]
-        # A built-in twin runs its own step loop: torch's lowering.
+        # A built-in twin runs its own step loop: torch's lowering, and
+        # gloo's transport as torch leaves it.
         lowering[who] = lowering.get(twin, "torch")
+        transport[who] = transport.get(twin, "shared")
         blocks[who] = blocks[twin]
     return {"median": median, "blocks": blocks, "simulated": simulated,
             "peaks": peaks,
-            "same": same, "choice": choice, "lowering": lowering}
+            "same": same, "choice": choice, "lowering": lowering,
+            "transport": transport}
 
 
 def bench(kind, rank, world, n_mb, steps=20):
@@ -987,6 +1050,8 @@ def main():
             result = scopes(kind, rank, world, n_mb)
         elif mode == "trial-bench":
             result = trial_bench(kind, rank, world, n_mb, **steps)
+        elif mode == "transport":
+            result = transport_bench(kind, rank, world, n_mb, **steps)
         elif mode == "lowering-trial":
             result = lowering_trial(kind, rank, world, n_mb)
         elif mode == "lowering":
