@@ -434,22 +434,31 @@ def _check_choice(option: str, value: str, allowed: tuple) -> None:
                             + ", ".join(repr(x) for x in allowed))
 
 
-def _transports(transport: str, tids: list[int]) -> list[str]:
-    """The transports `transport` lets run, in trial order: "quiet" only
-    where this process has gloo transport threads whose priority it may
-    restore (`_torch_transport.restorable`); "auto" tries both there."""
-    _check_choice("transport", transport, TRANSPORTS)
-    can = bool(tids) and _torch_transport.restorable(tids)
-    if transport == "quiet" and not can:
-        raise ScheduleError(
-            "transport='quiet': " + (
-                "this process has no gloo transport thread to quiet"
-                if not tids else
-                "this process may not restore its gloo transport threads' "
+def _quiet_blocker(tids: list[int], group) -> str | None:
+    """Why this rank cannot run the quiet transport for `group`, or None."""
+    if group is not None and dist.is_initialized() and \
+            dist.get_backend(group) != "gloo":
+        return (f"the pipeline's process group runs on "
+                f"{dist.get_backend(group)}, not gloo")
+    if not tids:
+        return "this process has no gloo transport thread to quiet"
+    if not _torch_transport.restorable(tids):
+        return ("this process may not restore its gloo transport threads' "
                 "priority after a step (it needs CAP_SYS_NICE or a "
-                "RLIMIT_NICE of 20); use transport='shared'"))
+                "RLIMIT_NICE of 20)")
+    return None
+
+
+def _transports(transport: str, blocker: str | None) -> list[str]:
+    """The transports `transport` lets run, in trial order: "quiet" only
+    where nothing blocks it (`_quiet_blocker`, agreed by every rank);
+    "auto" tries both there."""
+    _check_choice("transport", transport, TRANSPORTS)
+    if transport == "quiet" and blocker is not None:
+        raise ScheduleError(f"transport='quiet': {blocker}; use "
+                            "transport='shared'")
     if transport == "auto":
-        return ["shared", "quiet"] if can else ["shared"]
+        return ["shared"] if blocker is not None else ["shared", "quiet"]
     return [transport]
 
 
@@ -497,9 +506,19 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
             raise ScheduleError(
                 f"lowering={wrong[0]!r} of this {plan.kind} plan would "
                 f"pair a message with the wrong receive: {wrong[1]}")
-        # gloo's transport threads, and the transports that may run.
+        # gloo's transport threads, and the transports that may run: the
+        # quiet one only where no rank is blocked from it (the ranks
+        # agree, so that every rank tries the same candidates).
         self._transport_tids = _torch_transport.transport_threads()
-        transports = _transports(transport, self._transport_tids)
+        group = self._stages[0].group
+        blocker = _quiet_blocker(self._transport_tids, group)
+        if transport != "shared" and dist.is_initialized():
+            blocked = torch.tensor([float(blocker is not None)],
+                                   device=self._stages[0].device)
+            dist.all_reduce(blocked, op=dist.ReduceOp.MAX, group=group)
+            if blocked.item() and blocker is None:
+                blocker = "another rank of the pipeline cannot quiet its own"
+        transports = _transports(transport, blocker)
         #: Every (lowering, transport) that may run, by its trial name.
         self._candidates = {_candidate_name(low, t): (low, t)
                             for low in self._lowered for t in transports}
@@ -639,17 +658,19 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
 
     `transport`: how gloo's transport threads (one per gloo device, which
     move every message) share the rank's core during a step. "shared": as
-    torch leaves them, at the computing thread's priority: one that spins
-    on a socket while the computing thread holds its lock takes the core
-    for a timeslice (see stagecraft._torch_transport). "quiet": at idle
+    torch leaves them, at the computing thread's priority (measured
+    taking 4-7 ms of CPU in a 17 ms step on the rank's own core: see
+    stagecraft._torch_transport). "quiet": at idle
     priority (SCHED_IDLE) for the step, restored after it, so they run
     only while the computing thread waits; it needs gloo transport threads
     whose priority this process may restore (CAP_SYS_NICE or RLIMIT_NICE
-    20), else ScheduleError. "auto" (default): where "quiet" may run, the
+    20) on every rank, and a gloo pipeline group, else ScheduleError on
+    every rank. "auto" (default): where "quiet" may run, the
     trial above tries every lowering with each transport (TRIAL_LENGTH
     steps per pair of candidates: "early", "early+quiet", "torch",
     "torch+quiet"), and keeps the fastest (`runner.stagecraft_transport`);
-    elsewhere (NCCL, no permission) "shared". 1F1B's order under
+    elsewhere (NCCL, no permission) "shared". Unless "shared", the ranks
+    agree on it through one all_reduce at construction. 1F1B's order under
     lowering="auto" still runs on torch's Schedule1F1B, as torch leaves it.
 
     `stages`: this rank's `PipelineStage`s (all in one process group).

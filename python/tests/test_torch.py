@@ -83,17 +83,42 @@ def test_quiet_transport_runs_gloo_at_idle_priority_during_the_step_only(
         assert res["loss_err"] <= 1e-5, (r, res)
 
 
+def test_ranks_agree_on_the_transport_when_one_may_not_quiet(tmp_path):
+    # One rank may not restore its transport threads' priority: every rank
+    # runs the same trial without the quiet candidates, and an explicit
+    # transport="quiet" fails on every rank with one message (none hangs
+    # waiting for the other).
+    results = launch(tmp_path, "transport-agreement",
+                     "dualpipev", 2, n_mb=4)
+    for r, res in enumerate(results):
+        assert res["candidates"] == ["early", "torch"], (r, res)
+        assert res["kept"][0] in ("early", "torch"), (r, res)
+        assert res["kept"][1] == "shared", (r, res)
+    assert results[0]["quiet"] == (
+        "transport='quiet': another rank of the pipeline cannot quiet its "
+        "own; use transport='shared'")
+    assert results[1]["quiet"].startswith(
+        "transport='quiet': this process may not restore its gloo "
+        "transport threads' priority"), results[1]
+
+
 def test_transport_choices_and_what_quiet_needs():
     from stagecraft import _torch_transport as tt
-    with pytest.raises(sc.ScheduleError, match="transport='loud': expected one "
-                       "of 'auto', 'quiet', 'shared'"):
-        sct._transports("loud", [])
+    with pytest.raises(sc.ScheduleError, match="transport='loud': expected "
+                       "one of 'auto', 'quiet', 'shared'"):
+        sct._transports("loud", None)
     # No gloo transport thread here (no process group): "auto" is
     # "shared", and "quiet" says why it cannot run.
-    assert sct._transports("auto", []) == ["shared"]
-    assert sct._transports("shared", []) == ["shared"]
-    with pytest.raises(sc.ScheduleError, match="no gloo transport thread"):
-        sct._transports("quiet", [])
+    blocker = sct._quiet_blocker([], None)
+    assert blocker == "this process has no gloo transport thread to quiet"
+    assert sct._transports("auto", blocker) == ["shared"]
+    assert sct._transports("shared", blocker) == ["shared"]
+    with pytest.raises(sc.ScheduleError, match="transport='quiet': this "
+                       "process has no gloo transport thread to quiet; use "
+                       "transport='shared'"):
+        sct._transports("quiet", blocker)
+    assert sct._transports("auto", None) == ["shared", "quiet"]
+    assert sct._transports("quiet", None) == ["quiet"]
     # A thread of this process at SCHED_IDLE inside the block only.
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
@@ -101,7 +126,7 @@ def test_transport_choices_and_what_quiet_needs():
     try:
         tid = t.native_id
         assert tt.restorable([tid])  # (the tests run as root)
-        assert sct._transports("auto", [tid]) == ["shared", "quiet"]
+        assert sct._quiet_blocker([tid], None) is None
         before = os.sched_getscheduler(tid)
         with tt.quiet([tid]):
             assert os.sched_getscheduler(tid) == os.SCHED_IDLE

@@ -444,6 +444,30 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
             "trial_ms": runners["auto"].stagecraft_lowering_ms}
 
 
+def transport_agreement(kind, rank, world, n_mb):
+    """The last rank may not quiet its gloo transport (as if it lacked the
+    permission): transport="auto" must give every rank the same trial,
+    without the quiet candidates, and transport="quiet" must raise
+    ScheduleError on every rank, not hang the others."""
+    if rank == world - 1:
+        sct._torch_transport.restorable = lambda tids: False
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
+    _, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    candidates = sorted(runner._candidates)
+    settle(runner, n_mb, first, last)
+    out = {"candidates": candidates,
+           "kept": [runner.stagecraft_lowering, runner.stagecraft_transport]}
+    _, stages = build(mine, num_stages)
+    try:
+        sct.schedule(stages, n_mb, loss_fn, plan=plan, transport="quiet")
+        out["quiet"] = None
+    except sc.ScheduleError as e:
+        out["quiet"] = str(e)
+    return out
+
+
 def transport_bench(kind, rank, world, n_mb, steps=30):
     """KIND's plan (uniform costs) with early receives and with torch's
     lowering, each with gloo's transport threads shared and quiet, torch's
@@ -1050,6 +1074,8 @@ def main():
             result = scopes(kind, rank, world, n_mb)
         elif mode == "trial-bench":
             result = trial_bench(kind, rank, world, n_mb, **steps)
+        elif mode == "transport-agreement":
+            result = transport_agreement(kind, rank, world, n_mb)
         elif mode == "transport":
             result = transport_bench(kind, rank, world, n_mb, **steps)
         elif mode == "lowering-trial":
