@@ -125,9 +125,7 @@ for model in models:
                     # What each launch's trial kept: the lowering, and
                     # "+quiet" where gloo's transport ran quiet.
                     label += (" [" + ", ".join(sorted(
-                        {r["lowering"][who] + (
-                            "+quiet" if r.get("transport", {}).get(who)
-                            == "quiet" else "") for r in results})) + "]")
+                        {r["lowering"][who] for r in results})) + "]")
                 print(f"| {shape} | {n_mb} | {label} | {step[who]:.2f} "
                       f"({min(med[who]):.2f}..{max(med[who]):.2f}) | "
                       f"{ratio[who][0]:.3f} ({ratio[who][1]:.2f}.."

@@ -51,8 +51,7 @@ def cell(values, digits=3):
 def kept(results):
     """What the runners ran, launches each: the lowering, "+quiet" where
     gloo's transport ran quiet (`schedule`'s trial)."""
-    names = [low + ("+quiet" if transport == "quiet" else "")
-             for low, transport in (r["kept"] for r in results)]
+    names = [r["kept"] for r in results]
     return ", ".join(f"{n} {names.count(n)}" for n in sorted(set(names)))
 
 

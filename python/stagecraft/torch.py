@@ -523,13 +523,14 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         self._candidates = {_candidate_name(low, t): (low, t)
                             for low in self._lowered for t in transports}
         names = list(self._candidates)
-        self._quiet = False
         self._use(names[0])
         #: The lowering and the transport that run ("shared": gloo's
         #: transport threads as torch leaves them; "quiet": at idle
         #: priority during each step): None while "auto"'s trial runs.
-        if len(names) > 1:
-            self.stagecraft_lowering = self.stagecraft_transport = None
+        self.stagecraft_lowering: str | None = None
+        self.stagecraft_transport: str | None = None
+        if len(names) == 1:
+            self._keep(names[0])
         #: Per candidate tried (a lowering, "+quiet" with the quiet
         #: transport), the slowest rank's median step ms.
         self.stagecraft_lowering_ms: dict[str, float] = {}
@@ -542,8 +543,12 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         lowering, transport = self._candidates[name]
         self.pipeline_order_with_comms = self._lowered[lowering]
         self._quiet = transport == "quiet"
-        self.stagecraft_lowering = lowering
-        self.stagecraft_transport: str | None = transport
+
+    def _keep(self, name: str) -> None:
+        """Runs the candidate `name` from now on, and says so."""
+        self._use(name)
+        self.stagecraft_lowering, self.stagecraft_transport = \
+            self._candidates[name]
 
     def _lower(self, compute, lowering: str, n_microbatches: int):
         """Every rank's order with communication under `lowering`, by
@@ -586,7 +591,6 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
                     self._transport_tids if self._quiet else []):
             out = super()._step_microbatches(*args, **kwargs)
         if trial is not None:
-            self.stagecraft_lowering = self.stagecraft_transport = None
             trial.record(name, time.perf_counter() - start)
             if trial.finished():
                 self._keep_faster(trial)
@@ -601,7 +605,7 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
         slowest = dict(zip(trial.names, mine.tolist()))
         self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
-        self._use(_faster_lowering(slowest))
+        self._keep(_faster_lowering(slowest))
         self._trial = None
 
     def _maybe_compute_loss(self, stage, output, target_mbs, mb_index,

@@ -518,9 +518,8 @@ def transport_bench(kind, rank, world, n_mb, steps=30):
                                    block=5),
             "cpu": {w: statistics.median(r[w] for r in every)
                     for w in runners},
-            "kept": auto.stagecraft_lowering + (
-                "+quiet" if getattr(auto, "stagecraft_transport", None)
-                == "quiet" else "")}
+            "kept": sct._candidate_name(auto.stagecraft_lowering,
+                                        auto.stagecraft_transport)}
 
 
 def back_to_back(runners, n_mb, first=None, last=None, rounds=6, block=10):
@@ -845,8 +844,8 @@ def calibration(kind, rank, world, n_mb, steps=20):
                                                reproduce=None), csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
             "stretch": details["stretch"], "latency": calibrated.latency,
-            "kept": [runner.stagecraft_lowering,
-                     getattr(runner, "stagecraft_transport", None)],
+            "kept": sct._candidate_name(runner.stagecraft_lowering,
+                                        runner.stagecraft_transport),
             "report": traces[-1].report(sc.from_csv(calibrated, csv))}
 
 
@@ -1001,22 +1000,20 @@ def grid(shape, rank, world, n_mb, steps=20):
             run_step(runner, n_mb, *ends_of(runner))
         peaks[who] = m.peaks
     median = {who: statistics.median(v) for who, v in times.items()}
-    # The lowering each Stagecraft runner kept.
-    lowering = {who: getattr(runners[who], "stagecraft_lowering", None)
+    # What each Stagecraft runner kept: its lowering, "+quiet" where
+    # gloo's transport ran quiet (`schedule` sets both on every runner).
+    lowering = {who: sct._candidate_name(runners[who].stagecraft_lowering,
+                                         runners[who].stagecraft_transport)
                 for who in plans if who in runners}
-    transport = {who: getattr(runners[who], "stagecraft_transport", None)
-                 for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin
         median[who], peaks[who] = median[twin], peaks[twin]
         # A built-in twin runs its own step loop: torch's lowering, and
         # gloo's transport as torch leaves it.
         lowering[who] = lowering.get(twin, "torch")
-        transport[who] = transport.get(twin, "shared")
         blocks[who] = blocks[twin]
     return {"median": median, "blocks": blocks, "simulated": simulated,
             "peaks": peaks,
-            "same": same, "choice": choice, "lowering": lowering,
-            "transport": transport}
+            "same": same, "choice": choice, "lowering": lowering}
 
 
 def bench(kind, rank, world, n_mb, steps=20):
