@@ -21,11 +21,11 @@ placement planned and traced (3 steps each, after 10 warm-up steps)
 beside the built-ins; the costs calibrated from all the traces; every
 kind planned again, and auto once within the simulated peak memory of
 each built-in ("auto within X's memory"); each of those plans (a plan
-whose order repeats another's runs once, for both; a plan that
-`schedule` runs on one of torch's single-stage classes is that built-in,
-"= X itself", measured once under the built-in's name) runs the trial of
+whose order repeats another's runs once, for both) runs the trial of
 `lowering="auto"` out (TRIAL_LENGTH steps: its measured choice between
-early receives and torch's lowering, in brackets after its name); they
+early receives and torch's lowering, each with gloo's transport shared
+or quiet, in brackets after its name; a plan with the order of torch's
+Schedule1F1B runs on that class's own step loop, shared or quiet); they
 and the built-ins then alternate step by step, STEPS each after a
 warm-up step, then in blocks of 5 steps back to back (4 blocks each,
 taking turns block by block: as a training loop runs its steps, a rank
@@ -118,9 +118,6 @@ for model in models:
                     label += (" (" + ", ".join(sorted(
                         {r["choice"][who] or "its own" for r in results}))
                         + ")")
-                itself = {r["same"].get(who) for r in results} & set(builtins)
-                if itself:  # schedule() returned that very class
-                    label += " = " + ", ".join(sorted(itself)) + " itself"
                 if who in results[0].get("lowering", {}):
                     # What each launch's trial kept: the lowering, and
                     # "+quiet" where gloo's transport ran quiet.

@@ -377,37 +377,50 @@ def _without_idle_scopes(keep: bool = False):
         _ts.record_function, _ts.mark_kernels = saved
 
 
-#: `lowering="auto"`'s trial on the multi-stage runtime: steps of each
-#: lowering in turn that warm the runner up uncounted (a runner's first
-#: steps run slower, unevenly), then the measured steps of each.
+#: `lowering="auto"`'s trial: single steps of each candidate in turn that
+#: warm the runner up uncounted (a runner's first steps run slower,
+#: unevenly), then TRIAL_ROUNDS rounds in which each candidate runs
+#: TRIAL_BLOCK consecutive steps, the first of them uncounted: a step
+#: leaves work behind it (gloo's transport threads still sending), which
+#: the next step pays for, so a candidate is timed after steps of its own,
+#: as a training loop runs it.
 TRIAL_WARMUP = 4
-TRIAL_STEPS = 10
-#: Steps from a runner's first to the end of a trial of two lowerings.
-TRIAL_LENGTH = 2 * (TRIAL_WARMUP + TRIAL_STEPS)
+TRIAL_BLOCK = 3
+TRIAL_ROUNDS = 5
+#: The measured steps of each candidate.
+TRIAL_STEPS = TRIAL_ROUNDS * (TRIAL_BLOCK - 1)
+#: Steps from a runner's first to the end of a trial of two candidates.
+TRIAL_LENGTH = 2 * (TRIAL_WARMUP + TRIAL_ROUNDS * TRIAL_BLOCK)
 
 
 class _LoweringTrial:
-    """`lowering="auto"`'s measured choice between lowerings of one plan:
-    `warmup` uncounted steps of each, then `steps` measured steps of each,
-    the lowerings taking turns, their order reversed every round (a b,
-    b a, ...) so that neither always runs after the other. Every step
-    trains: the lowerings differ only in when the messages are posted."""
+    """`lowering="auto"`'s measured choice between candidates (a lowering
+    and a transport) of one plan: `warmup` rounds of one uncounted step of
+    each, then `rounds` rounds of `block` consecutive steps of each, the
+    first step of a block uncounted; the candidates take turns, their
+    order reversed every round (a b, b a, ...) so that neither always
+    runs after the other. Every step trains: the candidates differ only in
+    when the messages are posted and how gloo's threads share the core."""
 
-    def __init__(self, names: list[str], steps: int = TRIAL_STEPS,
-                 warmup: int = TRIAL_WARMUP):
+    def __init__(self, names: list[str], rounds: int = TRIAL_ROUNDS,
+                 block: int = TRIAL_BLOCK, warmup: int = TRIAL_WARMUP):
         self.names = names
-        self._order = []
-        for k in range(warmup + steps):
-            self._order += names if k % 2 == 0 else names[::-1]
-        self._uncounted = warmup * len(names)
+        #: The steps in trial order: (candidate, counted).
+        self._order: list[tuple[str, bool]] = []
+        for k in range(warmup):
+            self._order += [(n, False) for n in
+                            (names if k % 2 == 0 else names[::-1])]
+        for k in range(rounds):
+            for n in (names if (warmup + k) % 2 == 0 else names[::-1]):
+                self._order += [(n, j > 0) for j in range(block)]
         self._at = 0
         self.times: dict[str, list[float]] = {n: [] for n in names}
 
     def next(self) -> str:
-        return self._order[self._at]
+        return self._order[self._at][0]
 
     def record(self, name: str, seconds: float) -> None:
-        if self._at >= self._uncounted:
+        if self._order[self._at][1]:
             self.times[name].append(seconds)
         self._at += 1
 
@@ -468,7 +481,122 @@ def _candidate_name(lowering: str, transport: str) -> str:
     return lowering + ("+quiet" if transport == "quiet" else "")
 
 
-class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
+class _CandidateRunner:
+    """What Stagecraft's runners of torch's schedules share: the candidates
+    that may run a step (a lowering and a transport, `_candidate_name`),
+    `lowering="auto"`'s trial of them, the quiet transport, and the step
+    without torch's idle profiler scopes. Mixed in before one of torch's
+    schedule classes; `_use_lowering` loads a lowering."""
+
+    def _init_candidates(self, stage, lowerings: list[str],
+                         transport: str) -> None:
+        # gloo's transport threads, and the transports that may run: the
+        # quiet one only where no rank is blocked from it (the ranks
+        # agree, so that every rank tries the same candidates).
+        self._transport_tids = _torch_transport.transport_threads()
+        blocker = _quiet_blocker(self._transport_tids, stage.group)
+        if transport != "shared" and dist.is_initialized():
+            blocked = torch.tensor([float(blocker is not None)],
+                                   device=stage.device)
+            dist.all_reduce(blocked, op=dist.ReduceOp.MAX, group=stage.group)
+            if blocked.item() and blocker is None:
+                blocker = "another rank of the pipeline cannot quiet its own"
+        transports = _transports(transport, blocker)
+        self._trial_stage = stage
+        #: Every (lowering, transport) that may run, by its trial name.
+        self._candidates = {_candidate_name(low, t): (low, t)
+                            for low in lowerings for t in transports}
+        names = list(self._candidates)
+        self._use(names[0])
+        #: The lowering and the transport that run ("shared": gloo's
+        #: transport threads as torch leaves them; "quiet": at idle
+        #: priority during each step): None while "auto"'s trial runs.
+        self.stagecraft_lowering: str | None = None
+        self.stagecraft_transport: str | None = None
+        if len(names) == 1:
+            self._keep(names[0])
+        #: Per candidate tried (a lowering, "+quiet" with the quiet
+        #: transport), the slowest rank's median step ms.
+        self.stagecraft_lowering_ms: dict[str, float] = {}
+        self._trial = _LoweringTrial(names) if len(names) > 1 else None
+        # True keeps torch's idle profiler scopes (a benchmark's control).
+        self._keep_scopes = False
+
+    def _use_lowering(self, lowering: str) -> None:
+        """Loads `lowering` for the next step (none to load: the class's
+        own step loop posts its messages)."""
+
+    def _use(self, name: str) -> None:
+        """Runs the candidate `name` from the next step on."""
+        lowering, transport = self._candidates[name]
+        self._use_lowering(lowering)
+        self._quiet = transport == "quiet"
+
+    def _keep(self, name: str) -> None:
+        """Runs the candidate `name` from now on, and says so."""
+        self._use(name)
+        self.stagecraft_lowering, self.stagecraft_transport = \
+            self._candidates[name]
+
+    def _step_microbatches(self, *args, **kwargs):
+        # A forward-only step (`eval`) is no trial step: it runs the
+        # candidate now loaded.
+        trial = self._trial if self._has_backward else None
+        if trial is not None:
+            name = trial.next()
+            self._use(name)
+        start = time.perf_counter()
+        with _without_idle_scopes(self._keep_scopes), \
+                _torch_transport.quiet(
+                    self._transport_tids if self._quiet else []):
+            out = super()._step_microbatches(*args, **kwargs)
+        if trial is not None:
+            trial.record(name, time.perf_counter() - start)
+            if trial.finished():
+                self._keep_faster(trial)
+        return out
+
+    def _keep_faster(self, trial: "_LoweringTrial") -> None:
+        """Every rank keeps the candidate whose slowest rank's median step
+        is the shortest (the ranks agree through one all_reduce)."""
+        stage = self._trial_stage
+        mine = torch.tensor(trial.medians(), dtype=torch.float64,
+                            device=stage.device)
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
+        slowest = dict(zip(trial.names, mine.tolist()))
+        self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
+        self._keep(_faster_lowering(slowest))
+        self._trial = None
+
+
+class _StagecraftSingleStage(_CandidateRunner):
+    """One of torch's single-stage classes (GPipe, 1F1B) running a plan
+    with that class's order through the class's own step loop, which
+    lowers it; Stagecraft adds the transport (`lowering` "torch", with the
+    trial of "torch" and "torch+quiet" under transport="auto")."""
+
+    def __init__(self, stage, n_microbatches, loss_fn, plan: Schedule,
+                 scale_grads: bool, transport: str = "shared"):
+        super().__init__(stage, n_microbatches, loss_fn=loss_fn,
+                         scale_grads=scale_grads)
+        self.stagecraft_plan = plan
+        self._init_candidates(stage, ["torch"], transport)
+
+
+class _Stagecraft1F1B(_StagecraftSingleStage, _ts.Schedule1F1B):
+    """torch's Schedule1F1B, run by Stagecraft (`_StagecraftSingleStage`)."""
+
+
+class _StagecraftGPipe(_StagecraftSingleStage, _ts.ScheduleGPipe):
+    """torch's ScheduleGPipe, run by Stagecraft (`_StagecraftSingleStage`)."""
+
+
+#: Stagecraft's runner of each of torch's single-stage classes.
+_SINGLE_STAGE_RUNNERS = {_ts.Schedule1F1B: _Stagecraft1F1B,
+                         _ts.ScheduleGPipe: _StagecraftGPipe}
+
+
+class _StagecraftRuntime(_CandidateRunner, _ts._PipelineScheduleRuntime):
     """torch's runtime, loaded with a Stagecraft plan instead of lowering.
 
     The last stage's losses are kept by microbatch: torch's runtime keeps
@@ -506,49 +634,11 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
             raise ScheduleError(
                 f"lowering={wrong[0]!r} of this {plan.kind} plan would "
                 f"pair a message with the wrong receive: {wrong[1]}")
-        # gloo's transport threads, and the transports that may run: the
-        # quiet one only where no rank is blocked from it (the ranks
-        # agree, so that every rank tries the same candidates).
-        self._transport_tids = _torch_transport.transport_threads()
-        group = self._stages[0].group
-        blocker = _quiet_blocker(self._transport_tids, group)
-        if transport != "shared" and dist.is_initialized():
-            blocked = torch.tensor([float(blocker is not None)],
-                                   device=self._stages[0].device)
-            dist.all_reduce(blocked, op=dist.ReduceOp.MAX, group=group)
-            if blocked.item() and blocker is None:
-                blocker = "another rank of the pipeline cannot quiet its own"
-        transports = _transports(transport, blocker)
-        #: Every (lowering, transport) that may run, by its trial name.
-        self._candidates = {_candidate_name(low, t): (low, t)
-                            for low in self._lowered for t in transports}
-        names = list(self._candidates)
-        self._use(names[0])
-        #: The lowering and the transport that run ("shared": gloo's
-        #: transport threads as torch leaves them; "quiet": at idle
-        #: priority during each step): None while "auto"'s trial runs.
-        self.stagecraft_lowering: str | None = None
-        self.stagecraft_transport: str | None = None
-        if len(names) == 1:
-            self._keep(names[0])
-        #: Per candidate tried (a lowering, "+quiet" with the quiet
-        #: transport), the slowest rank's median step ms.
-        self.stagecraft_lowering_ms: dict[str, float] = {}
-        self._trial = _LoweringTrial(names) if len(names) > 1 else None
-        # True keeps torch's idle profiler scopes (a benchmark's control).
-        self._keep_scopes = False
+        self._init_candidates(self._stages[0], list(self._lowered),
+                              transport)
 
-    def _use(self, name: str) -> None:
-        """Runs the candidate `name` from the next step on."""
-        lowering, transport = self._candidates[name]
+    def _use_lowering(self, lowering: str) -> None:
         self.pipeline_order_with_comms = self._lowered[lowering]
-        self._quiet = transport == "quiet"
-
-    def _keep(self, name: str) -> None:
-        """Runs the candidate `name` from now on, and says so."""
-        self._use(name)
-        self.stagecraft_lowering, self.stagecraft_transport = \
-            self._candidates[name]
 
     def _lower(self, compute, lowering: str, n_microbatches: int):
         """Every rank's order with communication under `lowering`, by
@@ -577,36 +667,6 @@ class _StagecraftRuntime(_ts._PipelineScheduleRuntime):
         if lowering in ("auto", "torch"):
             out["torch"] = by_torch
         return out
-
-    def _step_microbatches(self, *args, **kwargs):
-        # A forward-only step (`eval`) is no trial step: it runs the order
-        # now loaded.
-        trial = self._trial if self._has_backward else None
-        if trial is not None:
-            name = trial.next()
-            self._use(name)
-        start = time.perf_counter()
-        with _without_idle_scopes(self._keep_scopes), \
-                _torch_transport.quiet(
-                    self._transport_tids if self._quiet else []):
-            out = super()._step_microbatches(*args, **kwargs)
-        if trial is not None:
-            trial.record(name, time.perf_counter() - start)
-            if trial.finished():
-                self._keep_faster(trial)
-        return out
-
-    def _keep_faster(self, trial: "_LoweringTrial") -> None:
-        """Every rank keeps the lowering whose slowest rank's median step
-        is the shortest (the ranks agree through one all_reduce)."""
-        stage = self._stages[0]
-        mine = torch.tensor(trial.medians(), dtype=torch.float64,
-                            device=stage.device)
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
-        slowest = dict(zip(trial.names, mine.tolist()))
-        self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
-        self._keep(_faster_lowering(slowest))
-        self._trial = None
 
     def _maybe_compute_loss(self, stage, output, target_mbs, mb_index,
                             *args, **kwargs):
@@ -648,11 +708,14 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     (`_receives_early`): gloo sends a message only once its receiver has
     posted the receive, so a late receive leaves the sender's transport
     thread to send it later, in the middle of the sender's next compute.
-    "auto" (default): 1F1B's order on torch's Schedule1F1B; every other
-    plan runs a measured trial of "early" and "torch", taking turns:
-    TRIAL_WARMUP uncounted steps of each, then TRIAL_STEPS measured steps of
-    each (TRIAL_LENGTH training steps in all; every step trains, and
-    forward-only `eval` steps are not counted);
+    "auto" (default): 1F1B's order on torch's Schedule1F1B (its own
+    step loop lowers it); every other plan runs a measured trial of
+    "early" and "torch": TRIAL_WARMUP uncounted steps of each in turn,
+    then TRIAL_ROUNDS rounds of TRIAL_BLOCK consecutive steps of each, the
+    first of a block uncounted (it pays for what the other candidate's
+    step left behind), the order reversed every round (TRIAL_STEPS
+    measured steps of each, TRIAL_LENGTH training steps in all; every step
+    trains, and forward-only `eval` steps are not counted);
     the ranks then keep the lowering whose slowest rank's median step was
     the shorter (`runner.stagecraft_lowering`, None during the trial;
     `runner.stagecraft_lowering_ms`). Early receives measure faster on
@@ -674,8 +737,9 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     steps per pair of candidates: "early", "early+quiet", "torch",
     "torch+quiet"), and keeps the fastest (`runner.stagecraft_transport`);
     elsewhere (NCCL, no permission) "shared". Unless "shared", the ranks
-    agree on it through one all_reduce at construction. 1F1B's order under
-    lowering="auto" still runs on torch's Schedule1F1B, as torch leaves it.
+    agree on it through one all_reduce at construction. A plan run on one
+    of torch's single-stage classes (1F1B's order under lowering="auto",
+    GPipe's or 1F1B's under "torch") tries "torch" and "torch+quiet".
 
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
@@ -728,18 +792,14 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
-    single = _runtime_for(plan, lowering, bool(kwargs) or
-                          transport == "quiet")
+    single = _runtime_for(plan, lowering, bool(kwargs))
     if single is not None:
         # The plan's order is exactly that of one of torch's single-stage
         # schedules, whose own step loop runs it faster than the
         # multi-stage runtime (bench/torch-bench.py): run it there.
-        runner = single(stages[0], n_microbatches, loss_fn=loss_fn,
-                        scale_grads=scale_grads)
-        runner.stagecraft_plan = plan
-        runner.stagecraft_lowering = "torch"
-        runner.stagecraft_transport = "shared"
-        return runner
+        return _SINGLE_STAGE_RUNNERS[single](stages[0], n_microbatches,
+                                             loss_fn, plan, scale_grads,
+                                             transport=transport)
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, lowering=lowering,
                               transport=transport, **kwargs)
@@ -754,8 +814,7 @@ def _runtime_for(plan: Schedule, lowering: str, options: bool = False):
     the plan has its order and `lowering` lets it ("torch": GPipe or 1F1B;
     "auto": 1F1B, since GPipe's order runs faster with early receives),
     or None: the multi-stage runtime. `options`: extra runtime options
-    were given (or the quiet transport), which only the multi-stage
-    runtime takes."""
+    were given, which only the multi-stage runtime takes."""
     if lowering not in ("auto", "torch") or options:
         return None
     single = _single_stage_class(plan)

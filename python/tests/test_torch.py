@@ -83,6 +83,27 @@ def test_quiet_transport_runs_gloo_at_idle_priority_during_the_step_only(
         assert res["loss_err"] <= 1e-5, (r, res)
 
 
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+def test_torchs_single_stage_classes_run_with_the_quiet_transport(tmp_path,
+                                                                  kind):
+    # A plan with the order of torch's single-stage GPipe or 1F1B runs on
+    # that class's own step loop, which takes the quiet transport too:
+    # gloo's transport threads idle during the step only, training equal to
+    # the unpipelined model and to torch's own class.
+    results = launch(tmp_path, "quiet-single-stage", kind, 2)
+    for r, res in enumerate(results):
+        assert res["runner"] == {"gpipe": "_StagecraftGPipe",
+                                 "1f1b": "_Stagecraft1F1B"}[kind], res
+        assert res["kept"] == ["torch", "quiet"], (r, res)
+        policies = res["policies"]
+        assert policies["before"] == [os.SCHED_OTHER], (r, policies)
+        assert policies["during"] == [os.SCHED_IDLE], (r, policies)
+        assert policies["after"] == policies["before"], (r, policies)
+        assert res["grad_err"] <= 1e-5, (r, res)
+        assert res["loss_err"] <= 1e-5, (r, res)
+        assert res["torch_err"] <= 1e-6, (r, res)
+
+
 def test_ranks_agree_on_the_transport_when_one_may_not_quiet(tmp_path):
     # One rank may not restore its transport threads' priority: every rank
     # runs the same trial without the quiet candidates, and an explicit
@@ -387,7 +408,8 @@ def test_plans_nobody_chose_by_hand_equal_the_unpipelined_model(tmp_path):
 @pytest.mark.parametrize("kind", ["dualpipev", "gpipe"])
 def test_auto_lowering_keeps_the_lowering_measured_faster(tmp_path, kind):
     # lowering="auto" on the multi-stage runtime tries "early" and "torch"
-    # (TRIAL_WARMUP uncounted steps each, then TRIAL_STEPS each) and every rank keeps
+    # (TRIAL_WARMUP uncounted steps each, then TRIAL_ROUNDS blocks of
+    # TRIAL_BLOCK steps each) and every rank keeps
     # the one whose slowest rank's median step is the shorter. Slowing one
     # lowering on the last rank alone moves every rank's choice; every step
     # trains, and after the trial the kept lowering still equals the
@@ -421,6 +443,33 @@ def test_auto_lowering_keeps_the_lowering_measured_faster(tmp_path, kind):
             assert ms[slow] >= 1000.0 and ms[slow + "+quiet"] >= 1000.0, ms
 
 
+def test_single_stage_class_keeps_the_transport_measured_faster(tmp_path):
+    # 1F1B's order runs on torch's Schedule1F1B (Stagecraft's subclass of
+    # it), whose trial tries gloo's transport shared and quiet
+    # (TRIAL_LENGTH steps) and keeps the faster on every rank; slowing one
+    # transport on the last rank alone moves every rank's choice, and the
+    # kept one trains equal to the unpipelined model.
+    results = launch(tmp_path, "lowering-trial", "1f1b", 2, n_mb=4)
+    trial = sct.TRIAL_LENGTH
+    for slow, other in ((None, None), ("shared", "quiet"),
+                        ("quiet", "shared")):
+        runs = [res[str(slow)] for res in results]
+        for run in runs:
+            assert run["runner"] == "_Stagecraft1F1B", run
+            assert run["kept"] == [None] * trial + ["torch"], (slow, run)
+            assert run["transports"] == runs[0]["transports"], (slow, runs)
+            assert run["grad_err"] <= 1e-5, (slow, run)
+        transports = runs[0]["transports"]
+        assert transports[:trial] == [None] * trial, (slow, transports)
+        assert transports[trial] == transports[-1], (slow, transports)
+        ms = runs[0]["ms"]
+        assert set(ms) == {"torch", "torch+quiet"}, ms
+        assert ("torch+quiet" if transports[trial] == "quiet" else "torch") \
+            == min(ms, key=ms.get), (ms, transports)
+        if slow is not None:
+            assert transports[trial] == other, (slow, ms)
+
+
 def test_idle_profiler_scopes_are_skipped_and_a_profiler_still_sees_them(
         tmp_path):
     # torch's multi-stage runtime opens a record_function scope around
@@ -437,19 +486,32 @@ def test_idle_profiler_scopes_are_skipped_and_a_profiler_still_sees_them(
 
 
 def test_auto_lowering_trial_order_and_choice():
-    # The lowerings take turns, the order reversed every round; the
-    # warm-up rounds are not counted; a tie keeps the first tried.
-    trial = sct._LoweringTrial(["early", "torch"], steps=3, warmup=1)
+    # Single warm-up steps in turn, then blocks of consecutive steps of
+    # each candidate, the order reversed every round; neither the warm-up
+    # nor a block's first step (which pays for the other candidate's step
+    # before it) is counted; a tie keeps the first tried.
+    trial = sct._LoweringTrial(["early", "torch"], rounds=2, block=3,
+                               warmup=1)
     seen = []
     while not trial.finished():
         name = trial.next()
         seen.append(name)
-        trial.record(name, 9.0 if len(seen) <= 2 else float(len(seen)))
-    assert seen == ["early", "torch", "torch", "early", "early", "torch",
-                    "torch", "early"]
-    assert trial.times == {"early": [4.0, 5.0, 8.0], "torch": [3.0, 6.0, 7.0]}
-    assert trial.medians() == [5.0, 6.0]
-    assert len(seen) == 2 * (1 + 3)
+        trial.record(name, float(len(seen)))
+    assert seen == ["early", "torch"] + ["torch"] * 3 + ["early"] * 6 + \
+        ["torch"] * 3
+    assert trial.times == {"early": [7.0, 8.0, 10.0, 11.0],
+                           "torch": [4.0, 5.0, 13.0, 14.0]}
+    assert trial.medians() == [9.0, 9.0]
+    # The defaults: TRIAL_STEPS measured steps of each of two candidates
+    # in TRIAL_LENGTH steps.
+    trial = sct._LoweringTrial(["a", "b"])
+    steps = 0
+    while not trial.finished():
+        trial.record(trial.next(), 1.0)
+        steps += 1
+    assert steps == sct.TRIAL_LENGTH
+    assert trial.times == {"a": [1.0] * sct.TRIAL_STEPS,
+                           "b": [1.0] * sct.TRIAL_STEPS}
     assert sct._faster_lowering({"early": 2.0, "torch": 1.0}) == "torch"
     assert sct._faster_lowering({"early": 1.0, "torch": 1.0}) == "early"
 

@@ -236,6 +236,9 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
               "loss_err": max((abs(a - b) / abs(b) for a, b in
                                zip(losses, ref_losses)), default=0.0),
               "losses": len(losses), "torch_err": None,
+              "runner": type(runner).__name__,
+              "kept": [runner.stagecraft_lowering,
+                       runner.stagecraft_transport],
               "transport_threads": len(tids), "policies": policies,
               "checkpointed": sorted(
                   i for i, mod in mods.items()
@@ -353,16 +356,22 @@ def lowering_trial(kind, rank, world, n_mb):
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     out = {}
-    for slow in (None, "early", "torch"):
+    # 1F1B's order runs on torch's Schedule1F1B, whose trial is of the
+    # transports alone: then one transport is slowed instead.
+    single = kind == "1f1b"
+    for slow in (None, "shared", "quiet") if single else \
+            (None, "early", "torch"):
         mods, stages = build(mine, num_stages)
         runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
         if slow is not None and rank == world - 1:
             inner = runner._trial.record
 
             def record(name, seconds, inner=inner, slow=slow):
-                # Every candidate of that lowering, either transport.
-                slowed = name.split("+")[0] == slow
-                inner(name, seconds + (1.0 if slowed else 0.0))
+                # Every candidate of that lowering, either transport (of
+                # that transport, on a single-stage class).
+                slowed = (("quiet" if name.endswith("+quiet") else
+                           "shared") if single else name.split("+")[0])
+                inner(name, seconds + (1.0 if slowed == slow else 0.0))
             runner._trial.record = record
         kept = [runner.stagecraft_lowering]
         transports = [runner.stagecraft_transport]
@@ -380,6 +389,7 @@ def lowering_trial(kind, rank, world, n_mb):
         run_step(runner, n_mb, first, last)
         _, grads = reference(num_stages, n_mb)
         out[str(slow)] = {"kept": kept, "transports": transports,
+                          "runner": type(runner).__name__,
                           "ms": runner.stagecraft_lowering_ms,
                           "grad_err": max_rel_err(mods, grads)}
     return out
@@ -973,15 +983,7 @@ def grid(shape, rank, world, n_mb, steps=20):
             continue
         seen[csv] = who
         _, stages = build(sct.stage_indices(p, rank), num_stages)
-        runner = sct.schedule(stages, n_mb, loss_fn, plan=p)
-        if type(runner).__name__ in names:
-            # The plan has the order of one of torch's single-stage
-            # classes, and `schedule` returned that very class on the
-            # same stages: it is that built-in, measured once under its
-            # name (two instances of it differ only by the A/A noise).
-            same[who] = type(runner).__name__
-            continue
-        runners[who] = runner
+        runners[who] = sct.schedule(stages, n_mb, loss_fn, plan=p)
     try:
         # Each Stagecraft runner first runs lowering="auto"'s trial out
         # (its measured choice of lowering is part of its warm-up).
@@ -1064,6 +1066,9 @@ def main():
             result = equal(kind, rank, world, n_mb, lowering="early")
         elif mode == "quiet-transport":
             result = equal(kind, rank, world, n_mb, lowering="early",
+                           transport="quiet")
+        elif mode == "quiet-single-stage":
+            result = equal(kind, rank, world, n_mb, lowering="torch",
                            transport="quiet")
         elif mode == "out-of-order":
             result = out_of_order(kind, rank, world, n_mb)
