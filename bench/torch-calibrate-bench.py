@@ -24,7 +24,9 @@ measured step over the traced ones (their trimmed mean: what tracing
 itself costs) and the same untraced steps timed barrier to barrier (the
 barrier after each step included) over the measured step.
 RUNS launches per kind; the table gives the median and range of the
-launches' ratios.
+launches' ratios. After it, every launch whose calibrated ratio falls
+outside 1 +- 0.07: its step times (measured, control, traced, simulated)
+and its last traced step's report against the calibrated simulation.
 
     build-python/venv/bin/python bench/torch-calibrate-bench.py [RUNS] [KIND,...] [STEPS]
 
@@ -61,6 +63,7 @@ print("| kind | measured step ms | measured / simulated, profiled costs | "
       "step | barrier to barrier / measured | A/A: measured / control | "
       "measured: median / trimmed mean | kept (launches) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
+misses = []
 for kind in kinds:
     results = [launch("calibration", kind, steps=steps) for _ in range(runs)]
     ratio = lambda key: cell([r["measured"] / r[key] for r in results])
@@ -72,3 +75,20 @@ for kind in kinds:
           f" | {ratio('control')} | "
           f"{cell([r['measured_median'] / r['measured'] for r in results])} | "
           f"{kept(results)} |", flush=True)
+    misses += [(kind, k, r) for k, r in enumerate(results)
+               if abs(r["measured"] / r["calibrated"] - 1) > 0.07]
+
+# A launch outside 1 +- 0.07 after calibration: where its step went. The
+# calibrated simulation reproduces the traced steps (calibrated / traced);
+# the untraced steps measured (measured / traced) and their control
+# (control / traced) say whether the untraced steps ran as the traced ones.
+for kind, k, r in misses:
+    print(f"\n{kind}, launch {k + 1}: measured / simulated, calibrated "
+          f"{r['measured'] / r['calibrated']:.3f}; step ms: measured "
+          f"{r['measured']:.2f}, control {r['control']:.2f}, traced "
+          f"{r['traced']:.2f}, simulated (calibrated) "
+          f"{r['calibrated']:.2f}; calibrated / traced "
+          f"{r['calibrated'] / r['traced']:.3f}, measured / traced "
+          f"{r['measured'] / r['traced']:.3f}, control / traced "
+          f"{r['control'] / r['traced']:.3f}. Its last traced step "
+          f"against the calibrated simulation:\n\n```\n{r['report']}\n```")

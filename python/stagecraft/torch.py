@@ -881,8 +881,10 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     `pipeline_order`, which torch only prints, can differ (torch's 1F1B
     lists 1F1 ... 1F8 for rank 1 of 2 with 8 microbatches, never 1F0).
     """
-    single = {_ts.ScheduleGPipe: "gpipe", _ts.Schedule1F1B: "1f1b"}.get(
-        type(torch_schedule))
+    # (isinstance: Stagecraft's runners of these classes are subclasses.)
+    single = next((kind for cls, kind in ((_ts.ScheduleGPipe, "gpipe"),
+                                          (_ts.Schedule1F1B, "1f1b"))
+                   if isinstance(torch_schedule, cls)), None)
     if single is not None:
         ranks, n_mb = torch_schedule._num_stages, torch_schedule._n_microbatches
         if problem is None:

@@ -64,16 +64,27 @@ def test_every_lowering_of_every_kind_equals_the_unpipelined_model(
         assert res["loss_err"] <= 1e-5, (r, res)
 
 
-@pytest.mark.parametrize("kind", ["gpipe", "1f1b", "interleaved-1f1b",
-                                  "zb-v", "dualpipev"])
+@pytest.mark.parametrize("mode,kind", [
+    ("quiet-transport", k) for k in ("gpipe", "1f1b", "interleaved-1f1b",
+                                     "zb-v", "dualpipev")] + [
+    ("quiet-single-stage", k) for k in ("gpipe", "1f1b")])
 def test_quiet_transport_runs_gloo_at_idle_priority_during_the_step_only(
-        tmp_path, kind):
+        tmp_path, mode, kind):
     # transport="quiet": gloo's transport threads run at SCHED_IDLE while
     # a step computes (seen from inside every forward), back at their own
     # policy after it, and the step trains exactly as the unpipelined
-    # model (on the multi-stage runtime, 1F1B's order too).
-    results = launch(tmp_path, "quiet-transport", kind, 2)
+    # model: on the multi-stage runtime with early receives (1F1B's order
+    # too), and on Stagecraft's subclasses of torch's single-stage GPipe
+    # and 1F1B (lowering="torch"), which equal torch's own class.
+    results = launch(tmp_path, mode, kind, 2)
     for r, res in enumerate(results):
+        if mode == "quiet-single-stage":
+            assert res["runner"] == {"gpipe": "_StagecraftGPipe",
+                                     "1f1b": "_Stagecraft1F1B"}[kind], res
+            assert res["torch_err"] <= 1e-6, (r, res)
+        else:
+            assert res["runner"] == "_StagecraftRuntime", res
+        assert res["kept"][1] == "quiet", (r, res)
         assert res["transport_threads"] >= 1, (r, res)
         policies = res["policies"]
         assert policies["before"] == [os.SCHED_OTHER], (r, policies)
@@ -81,27 +92,6 @@ def test_quiet_transport_runs_gloo_at_idle_priority_during_the_step_only(
         assert policies["after"] == policies["before"], (r, policies)
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
-
-
-@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
-def test_torchs_single_stage_classes_run_with_the_quiet_transport(tmp_path,
-                                                                  kind):
-    # A plan with the order of torch's single-stage GPipe or 1F1B runs on
-    # that class's own step loop, which takes the quiet transport too:
-    # gloo's transport threads idle during the step only, training equal to
-    # the unpipelined model and to torch's own class.
-    results = launch(tmp_path, "quiet-single-stage", kind, 2)
-    for r, res in enumerate(results):
-        assert res["runner"] == {"gpipe": "_StagecraftGPipe",
-                                 "1f1b": "_Stagecraft1F1B"}[kind], res
-        assert res["kept"] == ["torch", "quiet"], (r, res)
-        policies = res["policies"]
-        assert policies["before"] == [os.SCHED_OTHER], (r, policies)
-        assert policies["during"] == [os.SCHED_IDLE], (r, policies)
-        assert policies["after"] == policies["before"], (r, policies)
-        assert res["grad_err"] <= 1e-5, (r, res)
-        assert res["loss_err"] <= 1e-5, (r, res)
-        assert res["torch_err"] <= 1e-6, (r, res)
 
 
 def test_ranks_agree_on_the_transport_when_one_may_not_quiet(tmp_path):
@@ -338,6 +328,13 @@ def test_check_reads_torchs_own_schedules():
     assert one.actions(1)[:4] == ["1F0", "1B0", "1F1", "1B1"]
     assert one.makespan == sc.schedule(
         sct._uniform_problem(2, 2, 8), kind="1f1b").makespan
+    # Stagecraft's runner of that class (a subclass of it) reads the same.
+    stage = FakeStage(1, 2, 1, 2)
+    stage.group, stage.device = None, torch.device("cpu")
+    plan = sct.plan(sct._uniform_problem(2, 2, 8), kind="1f1b")
+    ours = sct._Stagecraft1F1B(stage, 8, None, plan, True)
+    assert ours.stagecraft_transport == "shared"
+    assert sct.check(ours).actions(1) == one.actions(1)
 
 
 #: What torch's schedule constructors read of a stage, without a process

@@ -532,6 +532,54 @@ def transport_bench(kind, rank, world, n_mb, steps=30):
                                         auto.stagecraft_transport)}
 
 
+def trial_order(kind, rank, world, n_mb, rounds=6):
+    """How a trial would rank KIND's candidates (its plan with each
+    lowering, shared and quiet: fixed runners, after TRIAL_WARMUP steps
+    each), three ways, the same runners: taking turns step by step,
+    2 x `rounds` measured steps each; in `rounds` rounds of TRIAL_BLOCK
+    consecutive steps each, the first of a block uncounted (the trial's
+    way); both timing each rank's step() call; and the truth they stand
+    for, blocks of 10 steps back to back between barriers (`rounds`
+    each), as a training loop runs them. Per way and candidate, the
+    slowest rank's median ms (back to back: ms per step)."""
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
+    runners = {}
+    for lowering in ("early", "torch"):
+        for transport in ("shared", "quiet"):
+            _, stages = build(mine, num_stages)
+            try:
+                runner = sct._StagecraftRuntime(
+                    stages, n_mb, loss_fn, plan, True, lowering=lowering,
+                    transport=transport)
+            except sc.ScheduleError:  # (a lowering that pairs wrongly)
+                continue
+            runners[sct._candidate_name(lowering, transport)] = runner
+    names = list(runners)
+    for runner in runners.values():
+        for _ in range(sct.TRIAL_WARMUP):
+            run_step(runner, n_mb, first, last)
+
+    def local(block, turns):
+        times = {n: [] for n in names}
+        for k in range(turns):
+            for n in (names if k % 2 == 0 else names[::-1]):
+                for j in range(block):
+                    t0 = time.perf_counter()
+                    run_step(runners[n], n_mb, first, last)
+                    if block == 1 or j > 0:
+                        times[n].append(time.perf_counter() - t0)
+        mine_ms = torch.tensor([1e3 * statistics.median(times[n])
+                                for n in names], dtype=torch.float64)
+        dist.all_reduce(mine_ms, op=dist.ReduceOp.MAX)
+        return dict(zip(names, mine_ms.tolist()))
+    out = {"turns": local(1, 2 * rounds),
+           "blocks": local(sct.TRIAL_BLOCK, rounds)}
+    out["back_to_back"] = {n: 1e3 * t for n, t in back_to_back(
+        runners, n_mb, first, last, rounds=rounds, block=10).items()}
+    return out
+
+
 def back_to_back(runners, n_mb, first=None, last=None, rounds=6, block=10):
     """Per runner, the median over `rounds` of the seconds per step of
     `block` steps run back to back, as a training loop runs them (no
@@ -1080,6 +1128,8 @@ def main():
             result = transport_agreement(kind, rank, world, n_mb)
         elif mode == "transport":
             result = transport_bench(kind, rank, world, n_mb, **steps)
+        elif mode == "trial-order":
+            result = trial_order(kind, rank, world, n_mb)
         elif mode == "lowering-trial":
             result = lowering_trial(kind, rank, world, n_mb)
         elif mode == "lowering":
