@@ -37,7 +37,7 @@ def main():
     num_stages = 2 * world
     uniform = sc.Problem(ranks=world, microbatches=MICROBATCHES,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(uniform, kind=kind)
+    plan = sct.plan(uniform, kind=kind, group=dist.group.WORLD)
     mine = sct.stage_indices(plan, rank)
     stages = [PipelineStage(stage_module(i), i, num_stages, torch.device("cpu"))
               for i in mine]
@@ -46,7 +46,7 @@ def main():
     problem = sct.profile(stages, lambda i: (x[:BATCH // MICROBATCHES],),
                           n_microbatches=MICROBATCHES)
     # 2. Plan on the profiled costs.
-    plan = sct.plan(problem, kind=kind)
+    plan = sct.plan(problem, kind=kind, group=dist.group.WORLD)
     runner = sct.schedule(stages, MICROBATCHES, nn.functional.mse_loss,
                           plan=plan)
     y = torch.sin(x)
@@ -65,7 +65,8 @@ def main():
     # 4. Calibrate: the costs the traced steps show; 5. plan again.
     fit = {}
     calibrated = sct.calibrate(trace, problem, details=fit)
-    again = sct.plan(calibrated, kind="auto", time_limit=1.0)
+    again = sct.plan(calibrated, kind="auto", time_limit=1.0,
+                     group=dist.group.WORLD)
     if rank == 0:
         print(trace.report(plan), end="")
         predicted = sc.from_csv(calibrated, plan.to_csv()).makespan

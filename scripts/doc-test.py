@@ -18,16 +18,34 @@ What a block's info string (the word after the opening fence) means:
   output      what the last command of the `sh` block just above prints on
               stdout: compared line by line (trailing spaces ignored); a
               line `...` stands for any number of lines.
+  output tolerance=R
+              the same, but each number matches within relative
+              tolerance R (absolute R where the shown number is 0), and
+              a number written with `~` after it (`12.3~ ms`) is a
+              measured figure: it matches any number. Seeded outputs
+              (losses, planned figures) are compared this way, so that a
+              change shows.
   output numbers-vary
-              the same, but any number in a line matches any number
-              (measured times); the words and layout are still compared.
+              any number in a line matches any number; the words and
+              layout are still compared. Only for output whose every
+              number differs between runs (measured times, a search under
+              a time limit); otherwise `tolerance=R` with `~` on the
+              measured figures.
+  python      when its first line is `# PATH` of a file in the
+              repository, the block's other lines must equal that file's
+              lines after its leading `#` comment lines (a script a
+              reader copies is the one the tests run). Other python
+              blocks are not checked.
   mlir        when its first line is `// PATH` of a file in the repository,
               the block's other lines must equal that file's lines after
               its leading comment lines. Other mlir blocks are not checked.
   text        not run, not compared (grammars, illustrations).
 
 Every block must name its language, so that no command escapes by being
-unmarked. Commands may write files only under `out/` (the scratch folder,
+unmarked. Commands run with the wheel's virtual environment
+(build-python/venv, where the test command installs the wheel) first on
+PATH, as an activated environment is for a user: `python`, `torchrun` and
+`python -m stagecraft.examples...` are the installed wheel's. Commands may write files only under `out/` (the scratch folder,
 ignored by git, emptied before and removed after the run): any other file
 created or changed in the checkout, build folders aside, fails the run.
 """
@@ -42,6 +60,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = "out"
 TIMEOUT_S = 1200
+# The wheel's environment first on PATH, as an activated one is.
+ENV = dict(os.environ, PATH=os.path.join(ROOT, "build-python", "venv", "bin")
+           + os.pathsep + os.environ.get("PATH", ""))
 # The command that runs this runner: running it again would recurse.
 TEST_COMMAND = "bash scripts/test.sh"
 
@@ -101,6 +122,12 @@ def commands(block):
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# For compared numbers: "2.801..6.270" is two numbers, not 2.801, .6, .270.
+COMPARED = r"[-+]?(?:\d+(?:\.\d+)?|(?<![.\d])\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def words(part):
+    return r"\s+".join(re.escape(w) for w in re.split(r"\s+", part))
 
 
 def line_pattern(expected, numbers_vary):
@@ -109,20 +136,38 @@ def line_pattern(expected, numbers_vary):
     parts = re.split(f"({NUMBER})", expected.rstrip())
     regex = ""
     for k, part in enumerate(parts):
-        if k % 2 == 1:
-            regex += NUMBER
-        else:
-            regex += r"\s+".join(re.escape(w) for w in re.split(r"\s+", part))
+        regex += NUMBER if k % 2 == 1 else words(part)
     return re.compile(regex + r"\s*$")
 
 
-def matches(expected, actual, numbers_vary):
+def tolerant_line(expected):
+    """(pattern, shown numbers) of a line of a `tolerance=R` block: each
+    number a group to compare, None where it is marked measured (`~`)."""
+    parts = re.split(f"({COMPARED})(~?)", expected.rstrip())
+    regex, shown = "", []
+    for k in range(0, len(parts), 3):
+        regex += words(parts[k])
+        if k + 1 < len(parts):
+            measured = parts[k + 2] == "~"
+            regex += COMPARED if measured else f"({COMPARED})"
+            if not measured:
+                shown.append(float(parts[k + 1]))
+    return re.compile(regex + r"\s*$"), shown
+
+
+def matches(expected, actual, numbers_vary, tolerance=None):
     """Whether `actual` lines match `expected` lines, `...` matching any
     run of lines. Returns None on success, else a message."""
     exp = [e.rstrip() for e in expected]
     act = [a.rstrip() for a in actual]
 
     def same(e, a):
+        if tolerance is not None:
+            pattern, shown = tolerant_line(e)
+            m = pattern.fullmatch(a)
+            return m is not None and all(
+                abs(float(got) - want) <= tolerance * (abs(want) or 1.0)
+                for got, want in zip(m.groups(), shown))
         pattern = line_pattern(e, numbers_vary)
         return pattern.fullmatch(a) is not None if pattern else e == a
 
@@ -207,7 +252,8 @@ def main(argv):
                     try:
                         r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd],
                                            cwd=ROOT, capture_output=True,
-                                           text=True, timeout=TIMEOUT_S)
+                                           text=True, timeout=TIMEOUT_S,
+                                           env=ENV)
                         rc, out, err = r.returncode, r.stdout, r.stderr
                     except subprocess.TimeoutExpired:
                         rc, out, err = "timeout", "", f"ran past {TIMEOUT_S} s"
@@ -228,6 +274,17 @@ def main(argv):
                         failures.append(f"{where}: exit {rc}: {cmd}\n{tail}")
                     last_stdout = out
             elif b.lang == "output":
+                tolerance = None
+                for a in list(b.attrs):
+                    if a.startswith("tolerance="):
+                        try:
+                            tolerance = float(a[len("tolerance="):])
+                        except ValueError:
+                            tolerance = -1.0
+                        if not tolerance >= 0.0:
+                            failures.append(f"{b.where()}: {a}: the "
+                                            "tolerance must be a number >= 0")
+                        b.attrs.discard(a)
                 unknown = b.attrs - {"numbers-vary"}
                 if unknown:
                     failures.append(f"{b.where()}: unknown output attribute(s) "
@@ -240,7 +297,7 @@ def main(argv):
                                     "the sh block whose last command prints it")
                     continue
                 problem = matches(b.lines, last_stdout.splitlines(),
-                                  "numbers-vary" in b.attrs)
+                                  "numbers-vary" in b.attrs, tolerance)
                 if problem:
                     failures.append(f"{b.where()}: the output shown differs from "
                                     f"what the command prints: {problem}\n"
@@ -248,13 +305,15 @@ def main(argv):
                 else:
                     print(f"ok   {b.where()}: output as shown", flush=True)
                 last_stdout = None
-            elif b.lang == "mlir":
-                m = re.match(r"^// (\S+\.mlir)$", b.lines[0]) if b.lines else None
+            elif b.lang in ("mlir", "python"):
+                comment = "//" if b.lang == "mlir" else "#"
+                m = re.match(rf"^{comment} (\S+\.{'mlir' if b.lang == 'mlir' else 'py'})$",
+                             b.lines[0]) if b.lines else None
                 if not m or not os.path.isfile(os.path.join(ROOT, m.group(1))):
                     continue
                 with open(os.path.join(ROOT, m.group(1)), encoding="utf-8") as f:
                     lines = f.read().rstrip("\n").split("\n")
-                while lines and lines[0].startswith("//"):
+                while lines and lines[0].startswith(comment):
                     lines.pop(0)
                 if [l.rstrip() for l in b.lines[1:]] != [l.rstrip() for l in lines]:
                     failures.append(f"{b.where()}: the block shows {m.group(1)} "

@@ -77,6 +77,11 @@ struct PySchedule {
   /// Set when the schedule came with explicit communication (a CSV with
   /// SEND_/RECV_ cells).
   std::optional<Program> program;
+  /// What the schedule was planned for: "makespan" or "span".
+  std::string objective = "makespan";
+  /// stagecraft.torch: the lowering and the transport a runner's trial kept
+  /// for this plan (None: not tried), so that a saved plan runs them again.
+  std::optional<std::string> lowering, transport;
 
   std::vector<std::string> actions(int rank) const {
     if (rank < 0 || rank >= schedule.numRanks())
@@ -388,16 +393,46 @@ NB_MODULE(_core, m) {
       .def(
           "_with_origin",
           [](const PySchedule &s, std::string kind, std::string choice,
-             double lowerBound, double memoryAwareBound) {
+             double lowerBound, double memoryAwareBound,
+             std::optional<double> spanBound,
+             std::optional<std::vector<int>> microbatchOrder,
+             std::optional<std::string> objective) {
             PySchedule out = s;
             out.kind = std::move(kind);
             out.choice = std::move(choice);
             out.lowerBound = lowerBound;
             out.memoryAwareBound = memoryAwareBound;
+            if (spanBound)
+              out.spanBound = *spanBound;
+            if (microbatchOrder)
+              out.microbatchOrder = std::move(*microbatchOrder);
+            if (objective)
+              out.objective =
+                  take(parseObjective(*objective)) == Objective::Span
+                      ? "span"
+                      : "makespan";
             return out;
           },
+          nb::arg("kind"), nb::arg("choice"), nb::arg("lower_bound"),
+          nb::arg("memory_aware_bound"), nb::arg("span_bound") = nb::none(),
+          nb::arg("microbatch_order") = nb::none(),
+          nb::arg("objective") = nb::none(),
           "A copy naming the kind and search figures of the plan it was "
-          "read from (stagecraft.torch.plan broadcasts a plan as CSV).")
+          "read from (a broadcast plan, a plan file: both carry the "
+          "schedule as CSV).")
+      .def_ro("objective", &PySchedule::objective,
+              "what the schedule was planned for: makespan or span")
+      .def_rw("lowering", &PySchedule::lowering, nb::arg("value").none(),
+              "stagecraft.torch: the lowering a runner's trial kept for this "
+              "plan (None: not tried); a saved plan keeps it")
+      .def_rw("transport", &PySchedule::transport, nb::arg("value").none(),
+              "stagecraft.torch: the transport a runner's trial kept for "
+              "this plan (None: not tried); a saved plan keeps it")
+      .def_prop_ro(
+          "has_communication",
+          [](const PySchedule &s) { return s.program.has_value(); },
+          "whether the schedule came with its own SEND_/RECV_ cells (a CSV "
+          "read with them): to_csv(comms=True) gives those")
       .def_prop_ro("makespan",
                    [](const PySchedule &s) { return s.timeline.makespan; })
       .def_prop_ro("bubble_ratio",
@@ -463,6 +498,10 @@ NB_MODULE(_core, m) {
             out.lowerBound = s.lowerBound;
             out.memoryAwareBound = s.memoryAwareBound;
             out.spanBound = s.spanBound;
+            out.microbatchOrder = s.microbatchOrder;
+            out.objective = s.objective;
+            out.lowering = s.lowering;
+            out.transport = s.transport;
             check(checkCapacity(out.problem, out.timeline));
             return out;
           },
@@ -577,6 +616,7 @@ NB_MODULE(_core, m) {
         out.lowerBound = result.lowerBound;
         out.memoryAwareBound = result.memoryAwareBound;
         out.spanBound = result.spanBound;
+        out.objective = objective;
         return out;
       },
       nb::arg("problem"), nb::arg("kind") = "1f1b", nb::arg("chunks") = 0,
@@ -653,6 +693,20 @@ NB_MODULE(_core, m) {
       "the computes that ran with their rank's next one as one overlapped "
       "F&B of the plan), and `problem` with those costs (a stage measured "
       "fused splits its B in the ratio of the problem's own I and W).");
+  m.def(
+      "default_memory_limit",
+      [](const Problem &problem) -> std::optional<double> {
+        Problem p = checkedProblem(problem);
+        if (p.hasCapacity())
+          return std::nullopt;
+        std::vector<double> peaks = take(oneFOneBPeakMemory(p));
+        return *std::max_element(peaks.begin(), peaks.end());
+      },
+      nb::arg("problem"),
+      "The memory every rank stays within when no memory_limit is given: "
+      "the highest per-rank peak of 1F1B on the problem (auto, and "
+      "stagecraft.torch.plan's torch orders, plan within it); None when "
+      "the problem has a capacity, which governs instead.");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

@@ -10,6 +10,7 @@
     print(s.actions(0))       # torch's spelling: 0F0, 8I3, ...
     print(s.to_csv())         # torch.distributed.pipelining CSV
     print(s.summary())        # what stagecraft-translate --pipe-to-summary prints
+    s.save("plan.json")       # the plan as a file; sc.load_plan reads it back
 
 Every function calls the C++ library the command-line tools use; every
 error raises `ScheduleError` (a `ValueError`) with the library's message.
@@ -29,11 +30,16 @@ from ._core import (
     ScheduleError,
     Stage,
     __version__,
+    default_memory_limit,
     from_csv,
     kinds,
     problem_from_json,
     schedule,
 )
+from ._plan_file import _install as _install_plan_file
+from ._plan_file import load_plan, plan_from_json
+
+_install_plan_file()
 
 
 def _translate_tool() -> str:
@@ -151,9 +157,12 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "Stage",
+    "default_memory_limit",
     "from_csv",
     "kinds",
     "load",
+    "load_plan",
+    "plan_from_json",
     "problem_from_json",
     "schedule",
     "to_mlir",

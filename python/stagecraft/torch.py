@@ -33,6 +33,8 @@ for backward during real steps (what the plan's peak memory models).
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import statistics
 import time
 from typing import Any, Callable, Iterable
@@ -42,7 +44,9 @@ import torch.distributed as dist
 import torch.utils.checkpoint
 from torch.distributed.pipelining import schedules as _ts
 
-from . import Problem, Schedule, ScheduleError, Stage, from_csv
+from . import (Problem, Schedule, ScheduleError, Stage, default_memory_limit,
+               from_csv, plan_from_json)
+from . import kinds as _all_kinds
 from . import schedule as _schedule
 from ._torch_memory import ActivationMemory, SavedBytes
 from ._torch_trace import Trace, calibrate
@@ -53,14 +57,27 @@ trace = Trace
 #: `with stagecraft.torch.activation_memory(runner) as m: runner.step(...)`.
 activation_memory = ActivationMemory
 
-__all__ = ["plan", "stage_indices", "schedule", "profile", "check",
-           "torch_orders", "trace",
+__all__ = ["plan", "broadcast_plan", "stage_indices", "schedule", "profile",
+           "check", "torch_orders", "trace",
            "Trace", "calibrate", "activation_memory", "ActivationMemory",
-           "KINDS"]
+           "KINDS", "SEARCHES", "COLLECTIVE_TIMEOUT"]
+
+#: Where the trial, the transport and the collectives say what they do.
+logger = logging.getLogger("stagecraft.torch")
 
 #: The kinds that run on torch's runtime (helix does not: see above).
 KINDS = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v",
          "dualpipev", "auto"]
+#: The searches for small problems, whose plans run on torch's runtime
+#: too (ordinary F, I, W orders): exact, and ilp where the build has its
+#: solver (the wheel does not).
+SEARCHES = ["exact"] + (["ilp"] if "ilp" in _all_kinds() else [])
+
+#: Why a kind that exists does not run on torch's pipeline runtime.
+_NOT_ON_TORCH = {
+    "helix": "helix moves attention to other ranks, which torch's stages "
+             "cannot express",
+}
 
 
 def _uniform_problem(num_stages: int, ranks: int, n_microbatches: int) -> Problem:
@@ -72,24 +89,95 @@ def _uniform_problem(num_stages: int, ranks: int, n_microbatches: int) -> Proble
 
 
 def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
+    """Raises ScheduleError unless `kind` runs on torch's runtime: an
+    unknown kind is named unknown; a kind that exists but cannot run here
+    says why."""
+    if kind in KINDS or kind in SEARCHES:
+        return
+    runs = ", ".join(KINDS + SEARCHES)
+    if kind not in _all_kinds():
         raise ScheduleError(
-            f"kind '{kind}' does not run on torch's pipeline runtime; expected "
-            f"one of: {', '.join(KINDS)} (helix moves attention to other "
-            "ranks, which torch's stages cannot express)")
+            f"unknown kind {kind!r}; the kinds that run on torch's pipeline "
+            f"runtime: {runs}")
+    why = _NOT_ON_TORCH.get(
+        kind, "this build of stagecraft.torch does not run it")
+    raise ScheduleError(
+        f"kind {kind!r} does not run on torch's pipeline runtime: {why}; "
+        f"expected one of: {runs}")
+
+
+#: Seconds a collective of stagecraft.torch waits for every rank of its
+#: group to call it before it fails, naming the collective
+#: (STAGECRAFT_COLLECTIVE_TIMEOUT in the environment sets it).
+COLLECTIVE_TIMEOUT = float(os.environ.get("STAGECRAFT_COLLECTIVE_TIMEOUT",
+                                          "30"))
+
+#: Per group (its global ranks), how many guarded collectives this process
+#: entered: every rank numbers them alike when every rank calls them.
+_collectives_entered: dict[tuple[int, ...], int] = {}
+
+
+def _group_ranks(group) -> tuple[int, ...]:
+    if group is None or group is dist.group.WORLD:
+        return tuple(range(dist.get_world_size()))
+    return tuple(dist.get_process_group_ranks(group))
+
+
+def _arrive(group, what: str, timeout: float | None = None) -> None:
+    """Waits until every rank of `group` has entered the collective `what`
+    (counted in the default store torch.distributed was initialized with),
+    or raises ScheduleError within `timeout` seconds (default
+    COLLECTIVE_TIMEOUT) saying that `what` is a collective and how many
+    ranks called it. A call from a subset of ranks then fails in seconds
+    instead of blocking until gloo's or NCCL's timeout."""
+    if not dist.is_initialized():
+        return
+    ranks = _group_ranks(group)
+    if len(ranks) == 1:
+        return
+    timeout = COLLECTIVE_TIMEOUT if timeout is None else timeout
+    seq = _collectives_entered.get(ranks, 0)
+    _collectives_entered[ranks] = seq + 1
+    store = dist.distributed_c10d._get_default_store()
+    key = "stagecraft/" + "-".join(map(str, ranks)) + f"/{seq}"
+    count = store.add(key, 1)
+    deadline = time.monotonic() + timeout
+    while count < len(ranks):
+        if time.monotonic() > deadline:
+            # Withdrawn, so that the ranks number their next collectives
+            # alike again.
+            store.add(key, -1)
+            _collectives_entered[ranks] = seq
+            raise ScheduleError(
+                f"{what} is a collective over the pipeline's process group "
+                f"(ranks {list(ranks)}), but only {count} of its "
+                f"{len(ranks)} ranks called it within {timeout:g} s (this is "
+                f"rank {dist.get_rank()}): call it on every rank of the "
+                "group; to plan on one rank, call stagecraft.torch.plan "
+                "without group= there and stagecraft.torch.broadcast_plan "
+                "on every rank")
+        time.sleep(0.002)
+        count = store.add(key, 0)
 
 
 def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None,
          time_limit: float = 10.0, chunks: int = 0, group=None,
          recompute: str | None = None,
          objective: str = "makespan") -> Schedule:
-    """Stagecraft's schedule of `problem` for torch (every kind but helix).
+    """Stagecraft's schedule of `problem` for torch (every kind in `KINDS`
+    and the searches in `SEARCHES`).
+
+    Memory: with no `memory_limit` (and no capacity in the problem), every
+    rank stays within the highest per-rank peak of 1F1B on `problem`
+    (`stagecraft.default_memory_limit`), as `stagecraft.schedule`'s auto
+    does: the torch orders below count only within it.
 
     A kind with a torch namesake (`NAMESAKES`: gpipe, 1f1b,
     interleaved-1f1b, zb-v, dualpipev) returns that class's order where it
-    simulates faster on `problem` (within the memory limit; `choice` says
-    "torch <class>"), so that no kind plans slower than torch's schedule
-    of its name.
+    simulates faster on `problem` within the memory limit (without one:
+    within the kind's own peak on every rank; `choice` says "torch
+    <class>"), so that no kind plans slower than torch's schedule of its
+    name.
 
     `objective` is the makespan: torch's runtime steps the optimizer after
     the whole schedule, a barrier between steps, so one step costs the
@@ -100,12 +188,17 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     a capacity, else none). `auto` (without recomputation) also weighs
     the orders of torch's own schedules that fit the problem
     (`torch_orders`) and returns one where it simulates as fast or faster
-    within the memory limit (its `choice` says "torch <class>"). `auto`
-    searches under a time limit, so two ranks
-    could end with different plans: when torch.distributed is initialized,
-    rank 0 of `group` plans and broadcasts the plan (collective for auto:
-    every rank must call). The fixed kinds are deterministic and plan
-    locally.
+    within the memory limit (its `choice` says "torch <class>").
+
+    Local by default: `group=None` plans in this process alone. `auto`
+    searches under a time limit, so two ranks planning alone may find
+    different plans; `schedule` refuses to run plans that differ between
+    ranks. Either plan on one rank and share the plan with
+    `broadcast_plan` (called on every rank), or pass the pipeline's
+    process group as `group` (`dist.group.WORLD` for the default group):
+    then the call is a collective of that group (every rank must call it;
+    a call from some ranks only fails after COLLECTIVE_TIMEOUT seconds
+    saying so), rank 0 of the group plans and broadcasts the plan.
     """
     _check_kind(kind)
     if objective != "makespan":
@@ -130,24 +223,65 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
             return _namesake_if_faster(found, problem, kind, memory_limit)
         return _best_with_torch_orders(found, problem, memory_limit)
 
-    if kind != "auto" or not dist.is_initialized():
+    if group is None or not dist.is_initialized():
         return local()
-    message: list = [None]
+    _arrive(group, f"stagecraft.torch.plan(kind={kind!r}, group=...)")
+    found, error = None, None
     if dist.get_rank(group) == 0:
         try:
             found = local()
-            message[0] = ("ok", found.to_csv(), found.recompute,
-                          (found.kind, found.choice, found.lower_bound,
-                           found.memory_aware_bound))
         except ScheduleError as e:
-            message[0] = ("error", str(e), None, None)
-    dist.broadcast_object_list(message, src=dist.get_global_rank(group, 0)
-                               if group is not None else 0, group=group)
-    status, text, table, origin = message[0]
+            error = str(e)
+    return _broadcast(found, error, _global_rank(group, 0), group)
+
+
+def _global_rank(group, rank: int) -> int:
+    if group is None or group is dist.group.WORLD:
+        return rank
+    return dist.get_global_rank(group, rank)
+
+
+def _broadcast(found: Schedule | None, error: str | None, src: int,
+               group) -> Schedule:
+    """The plan `src` holds (or its error, raised on every rank), on
+    every rank of `group`: sent as its plan file, so every rank holds the
+    same schedule, choice, bounds and recomputation."""
+    message: list = [("error", error) if found is None
+                     else ("ok", found.to_json())]
+    dist.broadcast_object_list(message, src=src,
+                               group=None if group is dist.group.WORLD
+                               else group)
+    status, text = message[0]
     if status != "ok":
         raise ScheduleError(text)
-    # Every rank holds the same plan, named as rank 0 found it.
-    return from_csv(problem, text).with_recompute(table)._with_origin(*origin)
+    return plan_from_json(text, where=f"the plan rank {src} broadcast")
+
+
+def broadcast_plan(plan: Schedule | None, src: int = 0,
+                   group=None) -> Schedule:
+    """The plan rank `src` holds, on every rank of `group` (default: the
+    default group): `src` passes its plan, the other ranks anything (None).
+    A collective: every rank of the group must call it; a call from some
+    ranks only fails after COLLECTIVE_TIMEOUT seconds saying so.
+
+        plan = sct.plan(problem, kind="auto") if rank == 0 else None
+        plan = sct.broadcast_plan(plan, src=0)
+    """
+    if not dist.is_initialized():
+        if plan is None:
+            raise ScheduleError("broadcast_plan: torch.distributed is not "
+                                "initialized and no plan was given")
+        return plan
+    _arrive(group, "stagecraft.torch.broadcast_plan")
+    me = dist.get_rank()
+    found, error = None, None
+    if me == src:
+        if isinstance(plan, Schedule):
+            found = plan
+        else:
+            error = (f"broadcast_plan: rank {src} (src) passed "
+                     f"{type(plan).__name__}, not a stagecraft Schedule")
+    return _broadcast(found, error, src, group)
 
 
 class _OrderStage:
@@ -196,17 +330,31 @@ def torch_orders(problem: Problem) -> dict[str, Schedule]:
     return out
 
 
+def _fits(candidate: Schedule, problem: Problem,
+          memory_limit: float | None) -> bool:
+    """Whether every rank of `candidate` stays within the memory limit:
+    `memory_limit`, else the problem's capacity, else 1F1B's highest
+    per-rank peak (`default_memory_limit`, auto's default)."""
+    limit = memory_limit
+    if limit is None:
+        limit = problem.capacity if problem.capacity is not None \
+            else default_memory_limit(problem)
+    if limit is None:  # devices with their own memory
+        return False
+    return max(candidate.peak_memory) <= limit * (1 + 1e-9) + 1e-12
+
+
 def _best_with_torch_orders(found: Schedule, problem: Problem,
                             memory_limit: float | None) -> Schedule:
     """auto's plan, or the order of one of torch's built-in schedules
     (`torch_orders`) where that one's simulated makespan is no larger
-    within the memory limit (a tie goes to torch's order: its placement
+    within the memory limit (`_fits`: without one, 1F1B's peak, auto's
+    default; a tie goes to torch's order: its placement
     and order are what torch's own class runs); named kind "auto", its
     choice "torch <class>"."""
     best = found
     for name, theirs in torch_orders(problem).items():
-        if memory_limit is not None and \
-                max(theirs.peak_memory) > memory_limit * (1 + 1e-9):
+        if not _fits(theirs, problem, memory_limit):
             continue
         if theirs.makespan <= best.makespan + 1e-9:
             best = theirs._with_origin("auto", f"torch {name}",
@@ -225,15 +373,18 @@ def _namesake_if_faster(found: Schedule, problem: Problem, kind: str,
                         memory_limit: float | None) -> Schedule:
     """The kind's plan, or its torch namesake's order (`NAMESAKES`, read
     with `check`) where that one simulates faster on `problem` within the
-    memory limit: a kind is never slower than torch's schedule of the same
-    name (its choice then says "torch <class>"; its memory is that
-    order's)."""
+    memory limit (without one: within the kind's own peak on every rank):
+    a kind is never slower than torch's schedule of the same name (its
+    choice then says "torch <class>"; its memory is that order's)."""
     name = NAMESAKES.get(kind)
     theirs = torch_orders(problem).get(name) if name else None
     if theirs is None or theirs.makespan >= found.makespan - 1e-9:
         return found
-    if memory_limit is not None and \
-            max(theirs.peak_memory) > memory_limit * (1 + 1e-9):
+    if memory_limit is None and problem.capacity is None:
+        if any(t > f * (1 + 1e-9) + 1e-12
+               for t, f in zip(theirs.peak_memory, found.peak_memory)):
+            return found
+    elif not _fits(theirs, problem, memory_limit):
         return found
     return theirs._with_origin(kind, f"torch {name}", found.lower_bound,
                                found.memory_aware_bound)
@@ -265,8 +416,26 @@ def _checkpointed(stage) -> None:
     module._stagecraft_checkpointed = True
 
 
-def stage_indices(plan: Schedule, rank: int) -> list[int]:
-    """The stages `plan` places on `rank`, in chain order: build these."""
+def stage_indices(plan: Schedule, rank: int | None = None,
+                  group=None) -> list[int]:
+    """The stages `plan` places on `rank`, in chain order: build these.
+
+    Under torch.distributed, the plan must have as many ranks as `group`
+    (default: the default group) and `rank` defaults to this process's
+    rank in it; ScheduleError otherwise (a plan for another rank count
+    places stages this group cannot hold)."""
+    if dist.is_initialized():
+        size = dist.get_world_size(group)
+        if plan.num_ranks != size:
+            raise ScheduleError(
+                f"the {plan.kind} plan has {plan.num_ranks} ranks but the "
+                f"process group has {size}: plan for {size} ranks "
+                f"(Problem(ranks={size}, ...))")
+        if rank is None:
+            rank = dist.get_rank(group)
+    elif rank is None:
+        raise ScheduleError("stage_indices: give the rank (torch.distributed "
+                            "is not initialized)")
     if not 0 <= rank < plan.num_ranks:
         raise ScheduleError(f"rank {rank} out of range: the plan has "
                             f"{plan.num_ranks} ranks")
@@ -513,12 +682,28 @@ class _CandidateRunner:
         #: priority during each step): None while "auto"'s trial runs.
         self.stagecraft_lowering: str | None = None
         self.stagecraft_transport: str | None = None
-        if len(names) == 1:
-            self._keep(names[0])
         #: Per candidate tried (a lowering, "+quiet" with the quiet
         #: transport), the slowest rank's median step ms.
         self.stagecraft_lowering_ms: dict[str, float] = {}
         self._trial = _LoweringTrial(names) if len(names) > 1 else None
+        self._said_quiet = False
+        self._rank = stage.group_rank
+        if self._trial is None:
+            self._keep(names[0])
+            logger.info("rank %d: runs lowering %r with transport %r (no "
+                        "trial)", self._rank, *self._candidates[names[0]])
+        else:
+            logger.info(
+                "rank %d: trial of %d candidates (%s) over the next %d "
+                "training steps (%d measured of each; forward-only steps "
+                "do not count)%s", self._rank, len(names), ", ".join(names),
+                len(self._trial._order), TRIAL_STEPS,
+                "" if transport == "shared" else
+                "; the +quiet candidates set gloo's transport threads to "
+                "idle priority (SCHED_IDLE) during their steps")
+            if blocker is not None and transport == "auto":
+                logger.info("rank %d: no quiet transport: %s", self._rank,
+                            blocker)
         # True keeps torch's idle profiler scopes (a benchmark's control).
         self._keep_scopes = False
 
@@ -533,10 +718,13 @@ class _CandidateRunner:
         self._quiet = transport == "quiet"
 
     def _keep(self, name: str) -> None:
-        """Runs the candidate `name` from now on, and says so."""
+        """Runs the candidate `name` from now on, and says so (here and in
+        the plan, which a saved plan then carries)."""
         self._use(name)
         self.stagecraft_lowering, self.stagecraft_transport = \
             self._candidates[name]
+        self.stagecraft_plan.lowering = self.stagecraft_lowering
+        self.stagecraft_plan.transport = self.stagecraft_transport
 
     def _step_microbatches(self, *args, **kwargs):
         # A forward-only step (`eval`) is no trial step: it runs the
@@ -545,6 +733,12 @@ class _CandidateRunner:
         if trial is not None:
             name = trial.next()
             self._use(name)
+        if self._quiet and not self._said_quiet:
+            self._said_quiet = True
+            logger.info("rank %d: gloo's transport threads %s run at idle "
+                        "priority (SCHED_IDLE) during each step of the quiet "
+                        "transport, restored after it", self._rank,
+                        self._transport_tids)
         start = time.perf_counter()
         with _without_idle_scopes(self._keep_scopes), \
                 _torch_transport.quiet(
@@ -565,8 +759,16 @@ class _CandidateRunner:
         dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=stage.group)
         slowest = dict(zip(trial.names, mine.tolist()))
         self.stagecraft_lowering_ms = {n: 1e3 * t for n, t in slowest.items()}
-        self._keep(_faster_lowering(slowest))
+        kept = _faster_lowering(slowest)
+        self._keep(kept)
         self._trial = None
+        logger.info(
+            "rank %d: trial done after %d steps; median step of the slowest "
+            "rank: %s; kept %s (lowering %r, transport %r)", self._rank,
+            len(trial._order),
+            ", ".join(f"{n} {ms:.3f} ms" for n, ms in
+                      self.stagecraft_lowering_ms.items()),
+            kept, self.stagecraft_lowering, self.stagecraft_transport)
 
 
 class _StagecraftSingleStage(_CandidateRunner):
@@ -692,7 +894,7 @@ class _StagecraftRuntime(_CandidateRunner, _ts._PipelineScheduleRuntime):
 
 
 def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
-             kind: str = "auto", problem: Problem | None = None,
+             kind: str | None = None, problem: Problem | None = None,
              memory_limit: float | None = None, plan: Schedule | None = None,
              scale_grads: bool = True, time_limit: float = 10.0,
              recompute: str | None = None, lowering: str = "auto",
@@ -741,24 +943,48 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     of torch's single-stage classes (1F1B's order under lowering="auto",
     GPipe's or 1F1B's under "torch") tries "torch" and "torch+quiet".
 
+    The trial logs through `logging.getLogger("stagecraft.torch")` (INFO):
+    its candidates and length when the runner is built, each candidate's
+    median step and the one kept when it ends, and when gloo's transport
+    threads go to idle priority. When it ends, the runner's copy of the
+    plan (`runner.stagecraft_plan`; the plan given is not changed) records
+    what it kept (`.lowering`, `.transport`), so that plan saved after the
+    trial (`runner.stagecraft_plan.save(path)`) runs those again without a
+    trial: with `lowering` and `transport` left "auto", a plan that
+    carries them runs them. Naming both fixes the candidate and skips the
+    trial.
+
     `stages`: this rank's `PipelineStage`s (all in one process group).
     `problem`: the costs to plan with (default: uniform costs for
     `stages[0].num_stages` stages); `plan`: an already computed plan (its
-    problem must match). `scale_grads` as torch's schedules, with torch's
+    problem must match). `kind`: without a plan, the kind to plan (default
+    "auto"); with one, its kind, checked (a plan of another kind raises).
+    `scale_grads` as torch's schedules, with torch's
     default (True: gradients are averaged over microbatches; False sums
-    them). Raises ScheduleError before any
-    communication when the kind, the stage count, the microbatch count or
-    the stages held here do not match the plan, or when the plan's
-    recomputation is one torch cannot run (see `recomputed_stages`); stages
-    that recompute every forward run under torch.utils.checkpoint.
+    them).
+
+    A collective of the stages' process group: every rank calls it (a call
+    from some ranks only fails after COLLECTIVE_TIMEOUT seconds saying
+    so). Without a plan it plans on rank 0 and broadcasts (`plan` with
+    `group`). Raises ScheduleError on every rank, before any message of
+    the pipeline, when the kind, the stage count, the microbatch count or
+    the stages held on any rank do not match the plan (naming that rank),
+    when the ranks hold different plans, or when the plan's recomputation
+    is one torch cannot run (see `recomputed_stages`); stages that
+    recompute every forward run under torch.utils.checkpoint.
     """
     if not stages:
         raise ScheduleError("no stages given for this rank")
     _check_choice("lowering", lowering, LOWERINGS)
     _check_choice("transport", transport, TRANSPORTS)
+    if kind is not None:
+        _check_kind(kind)
     num_stages = stages[0].num_stages
     ranks = stages[0].group_size
     rank = stages[0].group_rank
+    group = stages[0].group
+    if group is None and dist.is_initialized():
+        group = dist.group.WORLD
     if plan is None:
         if problem is None:
             problem = _uniform_problem(num_stages, ranks, n_microbatches)
@@ -766,32 +992,34 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
             raise ScheduleError(
                 f"the problem has {len(problem.stages)} stages but the "
                 f"PipelineStages say num_stages={num_stages}")
-        _check_kind(kind)
-        plan = globals()["plan"](problem, kind=kind, memory_limit=memory_limit,
-                                 time_limit=time_limit,
-                                 group=stages[0].group, recompute=recompute)
-    p = plan.problem
-    if len(p.stages) != num_stages:
+        # Every rank calls schedule: rank 0 plans, every rank runs its plan.
+        plan = globals()["plan"](problem, kind=kind or "auto",
+                                 memory_limit=memory_limit,
+                                 time_limit=time_limit, group=group,
+                                 recompute=recompute)
+    elif kind is not None and kind != plan.kind:
         raise ScheduleError(
-            f"the plan has {len(p.stages)} stages but the PipelineStages say "
-            f"num_stages={num_stages}")
-    if p.ranks != ranks:
-        raise ScheduleError(f"the plan has {p.ranks} ranks but the process "
-                            f"group has {ranks}")
-    if p.microbatches != n_microbatches:
-        raise ScheduleError(f"the plan has {p.microbatches} microbatches but "
-                            f"n_microbatches={n_microbatches}")
-    want = stage_indices(plan, rank)
-    have = sorted(s.stage_index for s in stages)
-    if have != want:
-        raise ScheduleError(
-            f"rank {rank} holds stages {have}, but the {plan.kind} plan places "
-            f"{want} here (placement {plan.placement}); build the stages "
-            "stagecraft.torch.stage_indices(plan, rank) names")
+            f"kind={kind!r}, but the plan given is a {plan.kind} plan"
+            + (f" ({plan.choice})" if plan.choice else "")
+            + ": leave kind out to run the plan, or plan that kind")
+    # Every rank checks its own stages against the plan, then the ranks
+    # agree, so that a wrong stage list on one rank fails on every rank
+    # with its message, before any message of the pipeline is sent.
+    wrong = _mismatch(plan, stages, num_stages, ranks, rank, n_microbatches)
+    _agree(plan, wrong, group, rank)
     checkpointed = recomputed_stages(plan)
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
+    # The runner's own copy (`runner.stagecraft_plan`), which records what
+    # the trial keeps; the plan given stays as it was.
+    plan = plan._with_origin(plan.kind, plan.choice, plan.lower_bound,
+                             plan.memory_aware_bound)
+    # A plan whose trial already ran (a saved plan) runs what it kept.
+    if lowering == "auto" and plan.lowering in LOWERINGS:
+        lowering = plan.lowering
+    if transport == "auto" and plan.transport in TRANSPORTS:
+        transport = plan.transport
     single = _runtime_for(plan, lowering, bool(kwargs))
     if single is not None:
         # The plan's order is exactly that of one of torch's single-stage
@@ -803,6 +1031,58 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     return _StagecraftRuntime(stages, n_microbatches, loss_fn, plan,
                               scale_grads, lowering=lowering,
                               transport=transport, **kwargs)
+
+
+def _mismatch(plan: Schedule, stages: list, num_stages: int, ranks: int,
+              rank: int, n_microbatches: int) -> str | None:
+    """What does not match between `plan` and this rank's stages, or None."""
+    p = plan.problem
+    if len(p.stages) != num_stages:
+        return (f"the plan has {len(p.stages)} stages but the "
+                f"PipelineStages say num_stages={num_stages}")
+    if p.ranks != ranks:
+        return (f"the plan has {p.ranks} ranks but the process group has "
+                f"{ranks}")
+    if p.microbatches != n_microbatches:
+        return (f"the plan has {p.microbatches} microbatches but "
+                f"n_microbatches={n_microbatches}")
+    want = [s for s, r in enumerate(plan.placement) if r == rank]
+    have = sorted(s.stage_index for s in stages)
+    if have != want:
+        return (f"rank {rank} holds stages {have}, but the {plan.kind} plan "
+                f"places {want} here (placement {list(plan.placement)}); "
+                "build the stages stagecraft.torch.stage_indices(plan, rank) "
+                "names")
+    return None
+
+
+def _agree(plan: Schedule, wrong: str | None, group, rank: int) -> None:
+    """Raises on every rank of `group` the first rank's mismatch (or that
+    the ranks hold different plans); without torch.distributed, this
+    rank's. A collective of the group (`_arrive` guards it)."""
+    if not dist.is_initialized():
+        if wrong is not None:
+            raise ScheduleError(wrong)
+        return
+    _arrive(group, "stagecraft.torch.schedule")
+    mine = (rank, wrong, plan.to_csv(), plan.kind, plan.choice)
+    every: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine,
+                           group=None if group is dist.group.WORLD else group)
+    for r, message, _, _, _ in every:
+        if message is not None:
+            raise ScheduleError(
+                message if r == rank else f"rank {r} of the pipeline: "
+                f"{message}")
+    first = every[0]
+    for r, _, csv, kind, choice in every[1:]:
+        if csv != first[2]:
+            raise ScheduleError(
+                f"the ranks hold different plans (rank {first[0]}: "
+                f"{first[3]} {first[4]}, rank {r}: {kind} {choice}, their "
+                "orders differ): auto searches under a time limit, so plan "
+                "on one rank and share it (stagecraft.torch.broadcast_plan), "
+                "or plan with group= the pipeline's group")
 
 
 #: The `lowering`s `schedule` takes.
@@ -885,13 +1165,23 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     single = next((kind for cls, kind in ((_ts.ScheduleGPipe, "gpipe"),
                                           (_ts.Schedule1F1B, "1f1b"))
                    if isinstance(torch_schedule, cls)), None)
+    name = type(torch_schedule).__name__
     if single is not None:
         ranks, n_mb = torch_schedule._num_stages, torch_schedule._n_microbatches
+        stage = getattr(torch_schedule, "_stage", None)
+        if stage is not None and \
+                getattr(stage, "group_rank", None) is not None and \
+                stage.stage_index != stage.group_rank:
+            raise ScheduleError(
+                f"{name} runs stage r on rank r, but rank "
+                f"{stage.group_rank}'s PipelineStage is stage "
+                f"{stage.stage_index}")
         if problem is None:
             problem = _uniform_problem(ranks, ranks, n_mb)
         rows = [",".join(_single_stage_order(single, r, ranks, n_mb))
                 for r in range(ranks)]
-        return from_csv(problem, "\n".join(rows) + "\n")
+        return _named(from_csv(problem, "\n".join(rows) + "\n"),
+                      torch_schedule)
     order = getattr(torch_schedule, "pipeline_order", None)
     if not order:
         # Single-stage schedules (GPipe, 1F1B) build no order: torch's
@@ -907,10 +1197,46 @@ def check(torch_schedule, problem: Problem | None = None) -> Schedule:
     n_mb = torch_schedule._n_microbatches
     if problem is None:
         problem = _uniform_problem(max(stage_ids) + 1, ranks, n_mb)
+    _check_placement(torch_schedule, order)
     rows = []
     for r in range(ranks):
         rows.append(",".join(str(a) for a in order[r] if _is_compute(a)))
-    return from_csv(problem, "\n".join(rows) + "\n")
+    return _named(from_csv(problem, "\n".join(rows) + "\n"), torch_schedule)
+
+
+def _named(found: Schedule, torch_schedule) -> Schedule:
+    """`found`, named after torch's class it was read from."""
+    return found._with_origin(type(torch_schedule).__name__, "", 0.0, 0.0)
+
+
+def _stages_on(order, rank: int) -> list[int]:
+    out: set[int] = set()
+    for a in order.get(rank, []):
+        if a is None:
+            continue
+        if a.sub_actions:
+            out |= {x.stage_index for x in a.sub_actions}
+        elif _is_compute(a):
+            out.add(a.stage_index)
+    return sorted(out)
+
+
+def _check_placement(torch_schedule, order) -> None:
+    """Raises ScheduleError when the stages this rank gave torch's class
+    are not the ones its order runs here (its placement: loop for the
+    interleaved classes, V for ZBVZeroBubble and DualPipeV): built so, the
+    class would wait for messages no rank sends."""
+    stages = getattr(torch_schedule, "_stages", None)
+    rank = getattr(torch_schedule, "rank", None)
+    if not stages or rank is None:
+        return
+    have = sorted(st.stage_index for st in stages)
+    want = _stages_on(order, rank)
+    if have != want:
+        raise ScheduleError(
+            f"{type(torch_schedule).__name__} runs stages {want} on rank "
+            f"{rank} (its placement), but this rank's PipelineStages are "
+            f"{have}: build the stages the class places here")
 
 
 def _now() -> float:

@@ -23,6 +23,7 @@ activation against the one measured in a real step. MODE
 Each rank writes OUT_DIR/rank<R>.json.
 """
 
+import logging
 import json
 import os
 import re
@@ -108,6 +109,12 @@ class StageModule(nn.Module):
         if self.last:
             x = self.head(self.norm(x))
         return x
+
+
+def plan_all(problem, **kwargs):
+    """sct.plan on every rank, as one collective: rank 0 plans and
+    broadcasts, so every rank runs the same plan."""
+    return sct.plan(problem, group=dist.group.WORLD, **kwargs)
 
 
 def loss_fn(logits, target):
@@ -208,7 +215,7 @@ def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage(recomputed=0.1)
                                  for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0, recompute=recompute)
+    plan = plan_all(problem, kind=kind, time_limit=1.0, recompute=recompute)
     if reorder is not None:
         plan = reorder(plan, problem)
     mine = sct.stage_indices(plan, rank)
@@ -340,7 +347,7 @@ def uniform_plan(kind, rank, world, n_mb):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0)
+    plan = plan_all(problem, kind=kind, time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
     return plan, num_stages, mine, 0 in mine, num_stages - 1 in mine
 
@@ -660,7 +667,7 @@ def differential(rank, world, n_mb, seeds, out_dir):
             if kind == "auto":
                 peaks = sc.schedule(problem, kind="1f1b").peak_memory
                 limit = max(peaks) * rng.uniform(1.0, 2.0)
-            plan = sct.plan(problem, kind=kind, memory_limit=limit,
+            plan = plan_all(problem, kind=kind, memory_limit=limit,
                             time_limit=0.3)
             mine = sct.stage_indices(plan, rank)
             mods, stages = build(mine, num_stages)
@@ -689,7 +696,7 @@ def errors(rank, world, n_mb):
     num_stages = 2 * world
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind="zb-v")
+    plan = plan_all(problem, kind="zb-v")
     seen = {}
 
     def expect(name, fn):
@@ -718,6 +725,115 @@ def errors(rank, world, n_mb):
     return seen
 
 
+def promises(rank, world, n_mb):
+    """What a user is promised when something does not match, on every
+    rank: a kind other than the plan's, a plan for another rank count, a
+    wrong stage list on the last rank only, different plans on the ranks,
+    a collective called from rank 0 alone (STAGECRAFT_COLLECTIVE_TIMEOUT
+    set by the launcher), and planning on rank 0 alone then
+    broadcast_plan. A barrier after each proves no rank is left inside a
+    collective."""
+    num_stages = 2 * world
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    zbv = sct.plan(problem, kind="zb-v")  # local: the same on every rank
+    seen = {}
+
+    def expect(name, fn, barrier=True):
+        start = time.monotonic()
+        try:
+            fn()
+            seen[name] = "no error"
+        except sc.ScheduleError as e:
+            seen[name] = str(e)
+        seen[name + " s"] = time.monotonic() - start
+        if barrier:
+            dist.barrier()
+
+    mine = sct.stage_indices(zbv)
+    seen["mine"] = mine
+    _, stages = build(mine, num_stages)
+    expect("kind", lambda: sct.schedule(stages, n_mb, loss_fn, kind="gpipe",
+                                        plan=zbv))
+    four = sct.plan(sc.Problem(ranks=2 * world, microbatches=n_mb,
+                               stages=[sc.Stage() for _ in range(num_stages)]),
+                    kind="1f1b")
+    expect("rank count", lambda: sct.stage_indices(four, rank))
+    wrong = mine if rank < world - 1 else [(i + 1) % num_stages for i in mine]
+    _, wrong_stages = build(wrong, num_stages)
+    expect("one rank wrong", lambda: sct.schedule(wrong_stages, n_mb, loss_fn,
+                                                  plan=zbv))
+    one = sc.Problem(ranks=world, microbatches=n_mb,
+                     stages=[sc.Stage() for _ in range(world)])
+    differs = sct.plan(one, kind="zb-h1" if rank == 0 else "1f1b")
+    _, single = build([rank], world)
+    expect("different plans", lambda: sct.schedule(single, n_mb, loss_fn,
+                                                   plan=differs))
+    if rank == 0:
+        expect("collective on one rank", lambda: sct.plan(
+            problem, kind="auto", time_limit=0.5, group=dist.group.WORLD),
+            barrier=False)
+    dist.barrier()
+    # The usual pattern: plan on rank 0 alone, share it.
+    local = sct.plan(problem, kind="auto", time_limit=0.5) \
+        if rank == 0 else None
+    shared = sct.broadcast_plan(local, src=0)
+    seen["shared"] = [shared.to_csv(), shared.kind, shared.choice,
+                      shared.makespan]
+    mods, stages = build(sct.stage_indices(shared), num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=shared,
+                          lowering="early", transport="shared")
+    seen["fixed"] = [runner.stagecraft_lowering, runner.stagecraft_transport,
+                     runner._trial is None]
+    mine = sct.stage_indices(shared)
+    run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+    _, grads = reference(num_stages, n_mb)
+    seen["grad_err"] = max_rel_err(mods, grads)
+    return seen
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def trial_log(kind, rank, world, n_mb, out_dir):
+    """The trial of KIND's plan as a user sees it: what it logs through
+    logging.getLogger("stagecraft.torch"), the runner's copy of the plan
+    recording what it kept (the plan given unchanged), and that copy saved
+    and loaded running the kept candidate at once, without a trial, equal
+    to the unpipelined model."""
+    records = _Records()
+    log = logging.getLogger("stagecraft.torch")
+    log.addHandler(records)
+    log.setLevel(logging.INFO)
+    plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
+                                                       n_mb)
+    _, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
+    steps = len(runner._trial._order)
+    for _ in range(steps):
+        run_step(runner, n_mb, first, last)
+    kept = [runner.stagecraft_lowering, runner.stagecraft_transport]
+    path = os.path.join(out_dir, f"plan{rank}.json")
+    runner.stagecraft_plan.save(path)
+    loaded = sc.load_plan(path)
+    mods, stages = build(mine, num_stages)
+    again = sct.schedule(stages, n_mb, loss_fn, plan=loaded)
+    started = [again.stagecraft_lowering, again.stagecraft_transport,
+               again._trial is None]
+    run_step(again, n_mb, first, last)
+    _, grads = reference(num_stages, n_mb)
+    return {"messages": records.messages, "steps": steps, "kept": kept,
+            "given": [plan.lowering, plan.transport],
+            "saved": [loaded.lowering, loaded.transport],
+            "again": started, "grad_err": max_rel_err(mods, grads)}
+
+
 def profiled_problem(rank, world, n_mb, num_stages=None, **kwargs):
     """The costs of num_stages (default 2 x world) stages, profiled on a
     contiguous placement and gathered from every rank."""
@@ -739,7 +855,7 @@ def profile_auto(rank, world, n_mb):
     spread = {}
     problem = profiled_problem(rank, world, n_mb, warmup=1, repeats=3,
                                spread=spread)
-    plan = sct.plan(problem, kind="auto", time_limit=1.0)
+    plan = plan_all(problem, kind="auto", time_limit=1.0)
     mine = sct.stage_indices(plan, rank)
     mods, stages = build(mine, num_stages)
     runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
@@ -763,7 +879,7 @@ def traced(kind, rank, world, n_mb, steps=3):
     num_stages = stages_for(kind, world)
     problem = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind)
+    plan = plan_all(problem, kind=kind)
     mine = sct.stage_indices(plan, rank)
     out = {"plan": [list(plan.actions(r)) for r in range(world)]}
     for who in ("stagecraft", "torch"):
@@ -778,7 +894,7 @@ def traced(kind, rank, world, n_mb, steps=3):
         open_ms = 1e3 * (time.perf_counter() - opened)
         details = {}
         calibrated = sct.calibrate(t, problem, details=details)
-        again = sct.plan(calibrated, kind="auto", time_limit=1.0)
+        again = plan_all(calibrated, kind="auto", time_limit=1.0)
         out[who] = {
             "computes": t.computes, "waits": t.waits, "steps": t.steps,
             "step_times": t.step_times(), "report": t.report(plan),
@@ -841,7 +957,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
     num_stages = stages_for(kind, world)
     uniform = sc.Problem(ranks=world, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(uniform, kind=kind)
+    plan = plan_all(uniform, kind=kind)
     mine = sct.stage_indices(plan, rank)
     _, stages = build(mine, num_stages)
     tokens, _ = data(n_mb)
@@ -916,7 +1032,7 @@ def memory(kinds, rank, world, n_mb):
     for kind in kinds.split(","):
         num_stages = stages_for(kind, world)
         problem = profiled_problem(rank, world, n_mb, num_stages)
-        plan = sct.plan(problem, kind=kind)
+        plan = plan_all(problem, kind=kind)
         mine = sct.stage_indices(plan, rank)
         _, stages = build(mine, num_stages)
         runner = sct.schedule(stages, n_mb, loss_fn, plan=plan)
@@ -987,7 +1103,7 @@ def grid(shape, rank, world, n_mb, steps=20):
                for name in names}
     for kind in sct.KINDS:
         try:
-            plan = sct.plan(pinned, kind=kind, time_limit=2.0)
+            plan = plan_all(pinned, kind=kind, time_limit=2.0)
         except sc.ScheduleError:
             continue
         _, stages = build(sct.stage_indices(plan, rank), num_stages)
@@ -1007,12 +1123,12 @@ def grid(shape, rank, world, n_mb, steps=20):
     plans = {}
     for kind in sct.KINDS[:-1]:
         try:
-            plans[kind] = sct.plan(calibrated, kind=kind, time_limit=2.0)
+            plans[kind] = plan_all(calibrated, kind=kind, time_limit=2.0)
         except sc.ScheduleError:
             continue
     # auto within the simulated peak memory of each built-in.
     for name in names:
-        plans[f"auto within {name}'s memory"] = sct.plan(
+        plans[f"auto within {name}'s memory"] = plan_all(
             calibrated, kind="auto", time_limit=2.0,
             memory_limit=max(orders[name].peak_memory))
     simulated = {who: (p.makespan, max(p.peak_memory))
@@ -1073,12 +1189,12 @@ def bench(kind, rank, world, n_mb, steps=20):
     if kind == "auto-profiled":
         num_stages = 2 * world
         problem = profiled_problem(rank, world, n_mb)
-        plan = sct.plan(problem, kind="auto", time_limit=2.0)
+        plan = plan_all(problem, kind="auto", time_limit=2.0)
     else:
         num_stages = stages_for(kind, world)
         problem = sc.Problem(ranks=world, microbatches=n_mb,
                              stages=[sc.Stage() for _ in range(num_stages)])
-        plan = sct.plan(problem, kind=kind, time_limit=2.0)
+        plan = plan_all(problem, kind=kind, time_limit=2.0)
     mine = sct.stage_indices(plan, rank)
     runners = {}
     for who in ["stagecraft", "torch"]:
@@ -1138,6 +1254,10 @@ def main():
             result = equal(kind, rank, world, n_mb, recompute="full")
         elif mode == "errors":
             result = errors(rank, world, n_mb)
+        elif mode == "promises":
+            result = promises(rank, world, n_mb)
+        elif mode == "trial-log":
+            result = trial_log(kind, rank, world, n_mb, out)
         elif mode == "profile":
             result = profile_auto(rank, world, n_mb)
         elif mode == "differential":

@@ -39,6 +39,8 @@ void stagecraft::pipe::sched::writeProblemJson(llvm::raw_ostream &os,
     j.attribute("ranks", p.ranks);
     j.attribute("microbatches", p.microbatches);
     j.attribute("latency", p.latency);
+    j.attribute("message_overhead", p.messageOverhead);
+    j.attribute("receive_overhead", p.receiveOverhead);
     optional("capacity", p.capacity);
     j.attributeArray("stages", [&] {
       for (const Stage &s : p.stages)
@@ -54,6 +56,7 @@ void stagecraft::pipe::sched::writeProblemJson(llvm::raw_ostream &os,
           optional("selective_cost", s.selectiveCost);
           j.attribute("params", s.params);
           optional("forward_backward", s.forwardBackward);
+          optional("fused_backward", s.fusedBackward);
           j.attribute("output", s.output);
           j.attribute("scaling_linear", s.scalingLinear);
           j.attribute("scaling_quadratic", s.scalingQuadratic);
@@ -237,6 +240,10 @@ stagecraft::pipe::sched::readProblemJson(llvm::StringRef text) {
   f.integer("ranks", p.ranks, err);
   f.integer("microbatches", p.microbatches, err);
   f.number("latency", p.latency, err);
+  // Written since the plan file carries profiled problems; absent in older
+  // files, where they were zero.
+  f.number("message_overhead", p.messageOverhead, err, /*required=*/false);
+  f.number("receive_overhead", p.receiveOverhead, err, /*required=*/false);
   f.optionalNumber("capacity", p.capacity, err);
   if (const json::Array *stages = f.array("stages", err))
     for (size_t k = 0; k < stages->size() && !err; ++k) {
@@ -258,6 +265,7 @@ stagecraft::pipe::sched::readProblemJson(llvm::StringRef text) {
       g.optionalNumber("selective_cost", s.selectiveCost, err);
       g.number("params", s.params, err);
       g.optionalNumber("forward_backward", s.forwardBackward, err);
+      g.optionalNumber("fused_backward", s.fusedBackward, err);
       g.number("output", s.output, err);
       g.number("scaling_linear", s.scalingLinear, err);
       g.number("scaling_quadratic", s.scalingQuadratic, err);

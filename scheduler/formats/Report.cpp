@@ -136,14 +136,15 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
   std::string out;
   std::string transfers =
       problem.links
-          ? fmt::format("links: nodes of {}, intra latency {} bandwidth {}, "
-                        "inter latency {} bandwidth {} (one transfer at a "
+          ? fmt::format("links: nodes of {}, intra latency {:.4g} bandwidth "
+                        "{:.4g}, inter latency {:.4g} bandwidth {:.4g} (time "
+                        "units, output units per time unit; one transfer at a "
                         "time per directed link)",
                         problem.links->node, problem.links->intra.latency,
                         problem.links->intra.bandwidth,
                         problem.links->inter.latency,
                         problem.links->inter.bandwidth)
-          : fmt::format("latency {}", problem.latency);
+          : fmt::format("latency {:.4g} time units", problem.latency);
   out += fmt::format("schedule @{} for @{}: {} ranks, {} stages, {} "
                      "microbatches, {}\n",
                      scheduleName.str(), problem.name, problem.ranks,

@@ -15,7 +15,7 @@
 // Without contention rank 1's forwards would start at 3, 4, 5, 6 and the
 // step would end at 19.
 // SIM: makespan = 2.200000e+01
-// SUMMARY: schedule @linked_gpipe for @linked: 2 ranks, 2 stages, 4 microbatches, links: nodes of 1, intra latency 0 bandwidth 4, inter latency 0 bandwidth 1 (one transfer at a time per directed link)
+// SUMMARY: schedule @linked_gpipe for @linked: 2 ranks, 2 stages, 4 microbatches, links: nodes of 1, intra latency 0 bandwidth 4, inter latency 0 bandwidth 1 (time units, output units per time unit; one transfer at a time per directed link)
 // SUMMARY-NEXT: makespan 22,
 
 // The trace: a track per directed link after the rank tracks, each transfer

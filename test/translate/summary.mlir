@@ -6,7 +6,7 @@
 
 // Tests the summary: figures, per-rank table (busy time, span from first
 // start to last end, peak memory) and a timeline at 2 columns per unit.
-// CHECK: schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches, latency 0
+// CHECK: schedule @demo_1f1b for @demo: 4 ranks, 4 stages, 8 microbatches, latency 0 time units
 // CHECK-NEXT: makespan 33, bubble ratio 0.2727, lower bound 27 (makespan / bound 1.2222)
 // CHECK-NEXT: lower bound: no schedule with this placement of stages on ranks ends sooner (the longest rank's work plus the forward chain it must wait for; memory ignored)
 // CHECK-NEXT: span 33 (largest per-rank span, first start to last end on one rank: the zero-bubble papers' figure)

@@ -23,7 +23,8 @@ std::string toJson(const Problem &p) {
 
 /// A valid problem with every optional field set or not at random: devices,
 /// links, lengths, a microbatch order, branching inputs, pinned ranks,
-/// attention and recomputation figures. Costs are arbitrary doubles, so the
+/// attention and recomputation figures, a fused backward cost, the
+/// runtime's per-message overheads. Costs are arbitrary doubles, so the
 /// round trip must keep every bit.
 Problem randomProblem(std::mt19937 &rng, int ranks, int microbatches,
                       int stages) {
@@ -34,6 +35,8 @@ Problem randomProblem(std::mt19937 &rng, int ranks, int microbatches,
   p.ranks = ranks;
   p.microbatches = microbatches;
   p.latency = coin(rng) ? u(rng) : 0.0;
+  p.messageOverhead = coin(rng) ? u(rng) * 0.01 : 0.0;
+  p.receiveOverhead = coin(rng) ? u(rng) * 0.01 : 0.0;
   // Attention tasks (helix) need a chain: one or the other.
   const bool helix = coin(rng);
   for (int s = 0; s < stages; ++s) {
@@ -51,6 +54,8 @@ Problem randomProblem(std::mt19937 &rng, int ranks, int microbatches,
       st.selectiveCost = u(rng);
     }
     st.params = coin(rng) ? u(rng) : 0.0;
+    if (coin(rng))
+      st.fusedBackward = u(rng) + 0.2;
     if (coin(rng))
       st.forwardBackward = st.forward + st.backward() - 0.1;
     st.output = coin(rng) ? u(rng) : 0.0;

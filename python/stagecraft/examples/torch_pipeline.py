@@ -1,10 +1,12 @@
 """A torch model trained with a Stagecraft schedule on torch's own pipeline
 runtime. Launch one process per rank (gloo on the CPU here, NCCL on GPUs):
 
-    build-python/venv/bin/torchrun --standalone --nproc-per-node 2 examples/torch_pipeline.py [KIND]
+    torchrun --standalone --nproc-per-node 2 -m stagecraft.examples.torch_pipeline [KIND]
 
-Each rank builds the stages the plan places on it, then trains a few steps;
-the rank holding the last stage prints the loss.
+Rank 0 plans KIND (default zb-v) on uniform costs and shares the plan; each
+rank builds the stages the plan places on it, then trains a few steps;
+rank 0 prints the loss of each step (the mean over the microbatches), which
+the rank holding the last stage sends it.
 """
 
 import sys
@@ -32,8 +34,10 @@ def main():
     num_stages = 2 * world
     problem = sc.Problem(ranks=world, microbatches=MICROBATCHES,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0)
-    mine = sct.stage_indices(plan, rank)
+    # Planned on rank 0 and shared: every rank must run the same plan.
+    plan = sct.plan(problem, kind=kind, time_limit=1.0) if rank == 0 else None
+    plan = sct.broadcast_plan(plan, src=0)
+    mine = sct.stage_indices(plan)
     stages = [PipelineStage(stage_module(i), i, num_stages, torch.device("cpu"))
               for i in mine]
     runner = sct.schedule(stages, MICROBATCHES, nn.functional.mse_loss, plan=plan)
@@ -42,6 +46,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, WIDTH, generator=g)
     y = torch.sin(x)
+    last = plan.placement[-1]  # the rank holding the last stage
     for step in range(5):
         optimizer.zero_grad()
         losses = []
@@ -50,9 +55,11 @@ def main():
                     target=y if has_last else None,
                     losses=losses if has_last else None)
         optimizer.step()
-        if has_last:
-            print(f"{plan.kind} step {step}: loss "
-                  f"{sum(l.item() for l in losses) / len(losses):.4f}")
+        mean = [sum(l.item() for l in losses) / len(losses)
+                if has_last else None]
+        dist.broadcast_object_list(mean, src=last)
+        if rank == 0:
+            print(f"{plan.kind} step {step}: loss {mean[0]:.4f}")
     dist.destroy_process_group()
 
 
