@@ -114,22 +114,22 @@ def test_ranks_agree_on_the_transport_when_one_may_not_quiet(tmp_path):
 
 
 def test_transport_choices_and_what_quiet_needs():
-    from stagecraft import _torch_transport as tt
+    from stagecraft.torch import _transport as tt
     with pytest.raises(sc.ScheduleError, match="transport='loud': expected "
                        "one of 'auto', 'quiet', 'shared'"):
-        sct._transports("loud", None)
+        sct._trial._transports("loud", None)
     # No gloo transport thread here (no process group): "auto" is
     # "shared", and "quiet" says why it cannot run.
-    blocker = sct._quiet_blocker([], None)
+    blocker = sct._trial._quiet_blocker([], None)
     assert blocker == "this process has no gloo transport thread to quiet"
-    assert sct._transports("auto", blocker) == ["shared"]
-    assert sct._transports("shared", blocker) == ["shared"]
+    assert sct._trial._transports("auto", blocker) == ["shared"]
+    assert sct._trial._transports("shared", blocker) == ["shared"]
     with pytest.raises(sc.ScheduleError, match="transport='quiet': this "
                        "process has no gloo transport thread to quiet; use "
                        "transport='shared'"):
-        sct._transports("quiet", blocker)
-    assert sct._transports("auto", None) == ["shared", "quiet"]
-    assert sct._transports("quiet", None) == ["quiet"]
+        sct._trial._transports("quiet", blocker)
+    assert sct._trial._transports("auto", None) == ["shared", "quiet"]
+    assert sct._trial._transports("quiet", None) == ["quiet"]
     # A thread of this process at SCHED_IDLE inside the block only.
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
@@ -137,7 +137,7 @@ def test_transport_choices_and_what_quiet_needs():
     try:
         tid = t.native_id
         assert tt.restorable([tid])  # (the tests run as root)
-        assert sct._quiet_blocker([tid], None) is None
+        assert sct._trial._quiet_blocker([tid], None) is None
         before = os.sched_getscheduler(tid)
         with tt.quiet([tid]):
             assert os.sched_getscheduler(tid) == os.SCHED_IDLE
@@ -185,16 +185,16 @@ def test_a_message_paired_with_the_wrong_receive_is_found():
     sends = [A("0F0"), A("0SEND_F0"), A("0F1"), A("0SEND_F1")]
     right = {0: sends, 1: [A("1RECV_F0"), A("1RECV_F1"), A("1F1"),
                            A("1F0")]}
-    assert sct._message_order_mismatch(right, [0, 1]) is None
+    assert sct._lower._message_order_mismatch(right, [0, 1]) is None
     wrong = {0: sends, 1: [A("1RECV_F1"), A("1F1"), A("1RECV_F0"),
                            A("1F0")]}
-    assert sct._message_order_mismatch(wrong, [0, 1]) == (
+    assert sct._lower._message_order_mismatch(wrong, [0, 1]) == (
         "rank 0's message 0 to rank 1 is the 0F0 output, but rank 1's "
         "receive 0 from rank 0 waits for the 0F1 output")
     grads = {1: [A("1B1"), A("1SEND_B1"), A("1B0"), A("1SEND_B0")],
              0: [A("0RECV_B0"), A("0RECV_B1"), A("0B1"), A("0B0")]}
     assert "1's input gradient of microbatch 1, but" in \
-        sct._message_order_mismatch(grads, [0, 1])
+        sct._lower._message_order_mismatch(grads, [0, 1])
 
 
 def assert_equal_to_unpipelined(results, n_mb=8):
@@ -321,25 +321,25 @@ def test_check_reads_torchs_own_schedules():
     assert gpipe.actions(0) == ["0F0", "0F1", "0F2", "0F3", "0B0", "0B1",
                                 "0B2", "0B3"]
     assert gpipe.makespan == sc.schedule(
-        sct._uniform_problem(2, 2, 4), kind="gpipe").makespan
+        sct._check._uniform_problem(2, 2, 4), kind="gpipe").makespan
     # Read as their step loop runs them: torch's own pipeline_order of
     # 1F1B on rank 1 of 2 with 8 microbatches names 1F1 ... 1F8.
     one = sct.check(ts.Schedule1F1B(FakeStage(1, 2, 1, 2), 8))
     assert one.actions(1)[:4] == ["1F0", "1B0", "1F1", "1B1"]
     assert one.makespan == sc.schedule(
-        sct._uniform_problem(2, 2, 8), kind="1f1b").makespan
+        sct._check._uniform_problem(2, 2, 8), kind="1f1b").makespan
     # Stagecraft's runner of that class (a subclass of it) reads the same.
     stage = FakeStage(1, 2, 1, 2)
     stage.group, stage.device = None, torch.device("cpu")
-    plan = sct.plan(sct._uniform_problem(2, 2, 8), kind="1f1b")
-    ours = sct._Stagecraft1F1B(stage, 8, None, plan, True)
+    plan = sct.plan(sct._check._uniform_problem(2, 2, 8), kind="1f1b")
+    ours = sct._runner._Stagecraft1F1B(stage, 8, None, plan, True)
     assert ours.stagecraft_transport == "shared"
     assert sct.check(ours).actions(1) == one.actions(1)
 
 
 #: What torch's schedule constructors read of a stage, without a process
 #: group: the stub `torch_orders` builds torch's orders with.
-FakeStage = sct._OrderStage
+FakeStage = sct._plan._OrderStage
 
 
 @pytest.mark.parametrize("kind", sct.KINDS)
@@ -487,7 +487,7 @@ def test_auto_lowering_trial_order_and_choice():
     # each candidate, the order reversed every round; neither the warm-up
     # nor a block's first step (which pays for the other candidate's step
     # before it) is counted; a tie keeps the first tried.
-    trial = sct._LoweringTrial(["early", "torch"], rounds=2, block=3,
+    trial = sct._trial._LoweringTrial(["early", "torch"], rounds=2, block=3,
                                warmup=1)
     seen = []
     while not trial.finished():
@@ -501,7 +501,7 @@ def test_auto_lowering_trial_order_and_choice():
     assert trial.medians() == [9.0, 9.0]
     # The defaults: TRIAL_STEPS measured steps of each of two candidates
     # in TRIAL_LENGTH steps.
-    trial = sct._LoweringTrial(["a", "b"])
+    trial = sct._trial._LoweringTrial(["a", "b"])
     steps = 0
     while not trial.finished():
         trial.record(trial.next(), 1.0)
@@ -509,8 +509,8 @@ def test_auto_lowering_trial_order_and_choice():
     assert steps == sct.TRIAL_LENGTH
     assert trial.times == {"a": [1.0] * sct.TRIAL_STEPS,
                            "b": [1.0] * sct.TRIAL_STEPS}
-    assert sct._faster_lowering({"early": 2.0, "torch": 1.0}) == "torch"
-    assert sct._faster_lowering({"early": 1.0, "torch": 1.0}) == "early"
+    assert sct._trial._faster_lowering({"early": 2.0, "torch": 1.0}) == "torch"
+    assert sct._trial._faster_lowering({"early": 1.0, "torch": 1.0}) == "early"
 
 
 def test_early_receives_keep_their_order_and_follow_their_forward():
@@ -519,7 +519,7 @@ def test_early_receives_keep_their_order_and_follow_their_forward():
     # RECV_B after its microbatch's forward on that stage (which creates
     # its buffer); everything else keeps its order. A middle stage of
     # 1F1B, as torch's lowering orders it:
-    from stagecraft.torch import _receives_early
+    from stagecraft.torch._lower import _receives_early
     from torch.distributed.pipelining import schedules as ts
     order = ("1RECV_F0 1F0 1SEND_F0 1RECV_F1 1F1 1SEND_F1 1RECV_B0 1I0 "
              "1SEND_B0 1RECV_F2 1F2 1SEND_F2 1RECV_B1 1I1 1SEND_B1 1RECV_B2 "
@@ -546,14 +546,14 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     for ranks, n_mb in [(2, 4), (4, 8), (3, 7)]:
         p = sc.Problem(ranks=ranks, microbatches=n_mb,
                        stages=[sc.Stage() for _ in range(ranks)])
-        assert sct._single_stage_class(sct.plan(p, kind="1f1b")) is \
+        assert sct._lower._single_stage_class(sct.plan(p, kind="1f1b")) is \
             torch.distributed.pipelining.Schedule1F1B
-        assert sct._single_stage_class(sct.plan(p, kind="gpipe")) is \
+        assert sct._lower._single_stage_class(sct.plan(p, kind="gpipe")) is \
             torch.distributed.pipelining.ScheduleGPipe
-        assert sct._single_stage_class(sct.plan(p, kind="zb-h1")) is None
+        assert sct._lower._single_stage_class(sct.plan(p, kind="zb-h1")) is None
     few = sc.Problem(ranks=4, microbatches=2,
                      stages=[sc.Stage() for _ in range(4)])
-    assert sct._single_stage_class(sct.plan(few, kind="1f1b")) is None
+    assert sct._lower._single_stage_class(sct.plan(few, kind="1f1b")) is None
     # Which runtime each lowering gives: by default ("auto") 1F1B's order on
     # Schedule1F1B and every other order, GPipe's too, on the multi-stage
     # runtime (with its trial of the lowerings); "torch" keeps both
@@ -562,13 +562,13 @@ def test_single_stage_orders_run_on_torchs_single_stage_schedules():
     pipe = torch.distributed.pipelining
     p = sc.Problem(ranks=2, microbatches=4, stages=[sc.Stage(), sc.Stage()])
     one, gpipe, zb = (sct.plan(p, kind=k) for k in ("1f1b", "gpipe", "zb-h1"))
-    assert sct._runtime_for(one, "auto") is pipe.Schedule1F1B
-    assert sct._runtime_for(gpipe, "auto") is None
-    assert sct._runtime_for(zb, "auto") is None
-    assert sct._runtime_for(gpipe, "torch") is pipe.ScheduleGPipe
-    assert sct._runtime_for(one, "torch", options=True) is None
+    assert sct._lower._runtime_for(one, "auto") is pipe.Schedule1F1B
+    assert sct._lower._runtime_for(gpipe, "auto") is None
+    assert sct._lower._runtime_for(zb, "auto") is None
+    assert sct._lower._runtime_for(gpipe, "torch") is pipe.ScheduleGPipe
+    assert sct._lower._runtime_for(one, "torch", options=True) is None
     for lowering in ("early", "stagecraft"):
-        assert sct._runtime_for(one, lowering) is None
+        assert sct._lower._runtime_for(one, lowering) is None
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "zb-v", "dualpipev"])
@@ -844,7 +844,7 @@ def test_the_trial_speaks_and_a_saved_plan_skips_it(tmp_path):
         assert res["steps"] == 2 * sct.TRIAL_LENGTH
         assert "run at idle priority (SCHED_IDLE) during each step" in text
         assert f"rank {rank}: trial done after {res['steps']} steps" in text
-        assert f"kept {sct._candidate_name(*res['kept'])} (lowering " \
+        assert f"kept {sct._trial._candidate_name(*res['kept'])} (lowering " \
             f"'{res['kept'][0]}', transport '{res['kept'][1]}')" in text
         assert res["kept"] == results[0]["kept"]
         assert res["given"] == [None, None]
@@ -892,10 +892,10 @@ def test_check_names_the_class_and_refuses_stages_it_does_not_place():
     for cls, right, wrong in ((ts.ScheduleZBVZeroBubble, [0, 3], [0, 2]),
                               (ts.ScheduleDualPipeV, [0, 3], [0, 2]),
                               (ts.ScheduleInterleaved1F1B, [0, 2], [0, 3])):
-        made = cls([sct._OrderStage(i, n, rank, ranks) for i in right], 8)
+        made = cls([sct._plan._OrderStage(i, n, rank, ranks) for i in right], 8)
         assert sct.check(made).kind == cls.__name__
         with pytest.raises(sc.ScheduleError) as e:
-            sct.check(cls([sct._OrderStage(i, n, rank, ranks)
+            sct.check(cls([sct._plan._OrderStage(i, n, rank, ranks)
                            for i in wrong], 8))
         assert f"{cls.__name__} runs stages {right} on rank 0 (its " \
             f"placement), but this rank's PipelineStages are {wrong}" in \

@@ -41,9 +41,9 @@ from torch.distributed.pipelining import schedules as ts
 
 import stagecraft as sc
 import stagecraft.torch as sct
-from stagecraft._torch_trace import _threads
-from stagecraft._torch_transport import quiet as quiet_transport
-from stagecraft._torch_transport import transport_threads
+from stagecraft.torch._trace import _threads
+from stagecraft.torch._transport import quiet as quiet_transport
+from stagecraft.torch._transport import transport_threads
 
 D, HEADS, T, V, B = 32, 4, 16, 64, 2
 
@@ -450,7 +450,7 @@ def trial_bench(kind, rank, world, n_mb, steps=40):
         _, stages = build(mine, num_stages)
         # The multi-stage runtime for every one (auto's trial runs there;
         # "torch" would put GPipe's order on ScheduleGPipe).
-        runners[who] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+        runners[who] = sct._runner._StagecraftRuntime(stages, n_mb, loss_fn, plan,
                                               True, lowering=how)
         runners[who]._keep_scopes = who == "scoped"
     settle(runners["auto"], n_mb, first, last)
@@ -467,7 +467,7 @@ def transport_agreement(kind, rank, world, n_mb):
     without the quiet candidates, and transport="quiet" must raise
     ScheduleError on every rank, not hang the others."""
     if rank == world - 1:
-        sct._torch_transport.restorable = lambda tids: False
+        sct._transport.restorable = lambda tids: False
     plan, num_stages, mine, first, last = uniform_plan(kind, rank, world,
                                                        n_mb)
     _, stages = build(mine, num_stages)
@@ -489,7 +489,7 @@ def transport_bench(kind, rank, world, n_mb, steps=30):
     """KIND's plan (uniform costs) with early receives and with torch's
     lowering, each with gloo's transport threads shared and quiet, torch's
     own class of the kind shared and quiet (its step() inside
-    `_torch_transport.quiet`), and `sct.schedule`'s defaults (its trial
+    `stagecraft.torch._transport.quiet`), and `sct.schedule`'s defaults (its trial
     run out first), alternating `steps` each after a warm-up step: per
     runner the median step seconds (each step alone) and the seconds per
     step back to back, the transport threads' CPU ms per step (the median
@@ -511,7 +511,7 @@ def transport_bench(kind, rank, world, n_mb, steps=30):
         runners["builtin" + quiet] = builtin
         for lowering in ("early", "torch"):
             _, stages = build(mine, num_stages)
-            runners[lowering + quiet] = sct._StagecraftRuntime(
+            runners[lowering + quiet] = sct._runner._StagecraftRuntime(
                 stages, n_mb, loss_fn, plan, True, lowering=lowering,
                 transport="quiet" if quiet else "shared")
     _, stages = build(mine, num_stages)
@@ -535,7 +535,7 @@ def transport_bench(kind, rank, world, n_mb, steps=30):
                                    block=5),
             "cpu": {w: statistics.median(r[w] for r in every)
                     for w in runners},
-            "kept": sct._candidate_name(auto.stagecraft_lowering,
+            "kept": sct._trial._candidate_name(auto.stagecraft_lowering,
                                         auto.stagecraft_transport)}
 
 
@@ -556,12 +556,12 @@ def trial_order(kind, rank, world, n_mb, rounds=6):
         for transport in ("shared", "quiet"):
             _, stages = build(mine, num_stages)
             try:
-                runner = sct._StagecraftRuntime(
+                runner = sct._runner._StagecraftRuntime(
                     stages, n_mb, loss_fn, plan, True, lowering=lowering,
                     transport=transport)
             except sc.ScheduleError:  # (a lowering that pairs wrongly)
                 continue
-            runners[sct._candidate_name(lowering, transport)] = runner
+            runners[sct._trial._candidate_name(lowering, transport)] = runner
     names = list(runners)
     for runner in runners.values():
         for _ in range(sct.TRIAL_WARMUP):
@@ -619,11 +619,11 @@ def lowering_bench(kind, rank, world, n_mb, steps=20):
         _, stages = build(mine, num_stages)
         runners[how] = sct.schedule(stages, n_mb, loss_fn, plan=plan,
                                     lowering=how)
-    if sct._runtime_for(plan, "torch") is not None:
+    if sct._lower._runtime_for(plan, "torch") is not None:
         # "torch" ran on a single-stage class: torch's lowering of the same
         # order on the multi-stage runtime, which "early" runs on.
         _, stages = build(mine, num_stages)
-        runners["multi"] = sct._StagecraftRuntime(stages, n_mb, loss_fn, plan,
+        runners["multi"] = sct._runner._StagecraftRuntime(stages, n_mb, loss_fn, plan,
                                                   True, lowering="torch")
     if kind in TORCH_CLASS:
         _, stages = build(mine, num_stages)
@@ -1018,7 +1018,7 @@ def calibration(kind, rank, world, n_mb, steps=20):
                                                reproduce=None), csv).makespan,
             "calibrated": sc.from_csv(calibrated, csv).makespan,
             "stretch": details["stretch"], "latency": calibrated.latency,
-            "kept": sct._candidate_name(runner.stagecraft_lowering,
+            "kept": sct._trial._candidate_name(runner.stagecraft_lowering,
                                         runner.stagecraft_transport),
             "report": traces[-1].report(sc.from_csv(calibrated, csv))}
 
@@ -1168,7 +1168,7 @@ def grid(shape, rank, world, n_mb, steps=20):
     median = {who: statistics.median(v) for who, v in times.items()}
     # What each Stagecraft runner kept: its lowering, "+quiet" where
     # gloo's transport ran quiet (`schedule` sets both on every runner).
-    lowering = {who: sct._candidate_name(runners[who].stagecraft_lowering,
+    lowering = {who: sct._trial._candidate_name(runners[who].stagecraft_lowering,
                                          runners[who].stagecraft_transport)
                 for who in plans if who in runners}
     for who, twin in same.items():  # a plan that ran as another's twin

@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import schedules as _ts
 
-from ._core import Problem, Schedule, ScheduleError, fit_costs
-from ._torch_transport import thread_names
+from .._core import Problem, Schedule, ScheduleError, fit_costs
+from ._transport import thread_names
 
 _KINDS = ("F", "I", "W", "B")
 

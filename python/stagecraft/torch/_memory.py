@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ._core import ScheduleError
-from ._torch_trace import _stages_of
+from .._core import ScheduleError
+from ._trace import _stages_of
 
 
 class _Saved:
