@@ -157,6 +157,15 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "Refuse pipelines needing more actions (stages x microbatches x "
            "3) than this: each costs about 200 bytes of IR, so the default "
            "(2^24) stays near 3 GB">,
+    Option<"policyFile", "policy-file", "std::string", /*default=*/"\"\"",
+           "A policy file (docs/policies.md): schedule every pipeline by "
+           "the policy it holds instead of a kind (the schedule's kind is "
+           "policy, its auto_choice the policy's name and parameter "
+           "values). Errors in the file or at instantiation are reported at "
+           "the pipeline, naming the file's line or the point">,
+    Option<"params", "params", "std::string", /*default=*/"\"\"",
+           "With policy-file: parameter values, NAME:VALUE separated by "
+           "commas (e.g. params=offset:2); the others take their defaults">,
   ];
 }
 

@@ -11,10 +11,12 @@
 
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Policy.h"
 #include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/LayerSearch.h"
 #include "scheduler/search/ScheduleByName.h"
 
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
@@ -117,9 +119,83 @@ struct SchedulePass
     return success();
   }
 
+  /// policy-file=: the policy and its parameter values, or a message.
+  llvm::Expected<std::pair<sched::Policy, sched::PolicyParams>>
+  loadPolicy() const {
+    auto fail = [](const std::string &what) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
+    };
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+        llvm::MemoryBuffer::getFile(policyFile.getValue());
+    if (!file)
+      return fail(fmt::format("cannot read policy file {}: {}",
+                              policyFile.getValue(),
+                              file.getError().message()));
+    llvm::Expected<sched::Policy> policy =
+        sched::parsePolicy((*file)->getBuffer());
+    if (!policy)
+      return fail(fmt::format("{}: {}", policyFile.getValue(),
+                              llvm::toString(policy.takeError())));
+    sched::PolicyParams values;
+    llvm::SmallVector<StringRef> parts;
+    StringRef(params.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef part : parts) {
+      auto [name, value] = part.split(':');
+      int64_t v = 0;
+      if (name.trim().empty() || value.trim().getAsInteger(10, v))
+        return fail(
+            fmt::format("params: '{}' is not NAME:INTEGER", part.str()));
+      values[name.trim().str()] = v;
+    }
+    return std::make_pair(std::move(*policy), std::move(values));
+  }
+
+  /// Schedules \p pipeline by the policy of policy-file=.
+  LogicalResult scheduleByPolicy(ModuleOp module, SymbolTable &symbols,
+                                 PipelineOp pipeline) {
+    auto loaded = loadPolicy();
+    if (!loaded)
+      return pipeline.emitError() << llvm::toString(loaded.takeError());
+    const auto &[policy, values] = *loaded;
+    if (pipeline.isLayerPipeline())
+      return pipeline.emitError()
+             << "pipeline @" << pipeline.getSymName()
+             << " holds pipe.layer ops: cut it into stages first with "
+                "--pipe-partition";
+    sched::Problem problem = problemFromPipeline(pipeline);
+    llvm::Expected<sched::Schedule> schedule =
+        sched::instantiatePolicy(policy, problem, values);
+    if (!schedule)
+      return pipeline.emitError() << llvm::toString(schedule.takeError());
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(pipeline);
+    std::string name = (pipeline.getSymName() + "_" + policy.name).str();
+    for (char &c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
+                                  "policy", *schedule);
+    std::string choice = policy.name;
+    for (const sched::Policy::Param &q : policy.params) {
+      auto it = values.find(q.name);
+      choice += fmt::format(" {}={}", q.name,
+                            it == values.end() ? q.value : it->second);
+    }
+    op->setAttr("auto_choice", builder.getStringAttr(choice));
+    symbols.insert(op, Block::iterator(op));
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
+    if (!policyFile.empty()) {
+      for (PipelineOp pipeline :
+           llvm::make_early_inc_range(module.getOps<PipelineOp>()))
+        if (failed(scheduleByPolicy(module, symbols, pipeline)))
+          return signalPassFailure();
+      return;
+    }
     for (PipelineOp pipeline :
          llvm::make_early_inc_range(module.getOps<PipelineOp>())) {
       if (kind != "auto" && kind != "exact" && kind != "ilp") {

@@ -3,7 +3,7 @@
 
   scheduler/  MLIR-free: includes only scheduler/, LLVM Support, fmt, std;
               inside it, one way: model <- kinds <- search <- formats,
-              model <- lower <- formats;
+              model <- lower <- formats, lower <- policy;
   kernels/    no runtime, dialect, passes, translate or MLIR;
   runtime/    no dialect, passes, translate or MLIR;
   dialect/, passes/: nothing from runtime/ or kernels/;
@@ -25,14 +25,19 @@ FORBIDDEN = {
                    "kernels/", "tools/"),
                   "the scheduler is free of MLIR and of every layer above it"),
     "scheduler/model": (("scheduler/kinds/", "scheduler/search/",
-                         "scheduler/lower/", "scheduler/formats/"),
+                         "scheduler/lower/", "scheduler/formats/",
+                         "scheduler/policy/"),
                         "the task model sits below every other scheduler "
                         "folder"),
     "scheduler/kinds": (("scheduler/search/", "scheduler/lower/",
-                         "scheduler/formats/"),
+                         "scheduler/formats/", "scheduler/policy/"),
                         "a kind knows only the model and the other kinds"),
     "scheduler/search": (("scheduler/lower/", "scheduler/formats/"),
                          "the searches know the kinds and the model only"),
+    "scheduler/policy": (("scheduler/kinds/", "scheduler/search/",
+                          "scheduler/formats/"),
+                         "a policy instantiates on the model and verifies "
+                         "through the lowering"),
     "scheduler/lower": (("scheduler/kinds/", "scheduler/search/",
                          "scheduler/formats/"),
                         "lowering takes any schedule: it knows the model "

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(spec csv plan train-options)
+[ ${#targets[@]} -gt 0 ] || targets=(spec csv plan policy train-options)
 bash scripts/install-deps.sh
 missing=()
 for p in clang-19 libclang-rt-19-dev; do

@@ -17,6 +17,7 @@
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/CostFit.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Policy.h"
 #include "scheduler/search/IlpSearch.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
@@ -26,6 +27,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -693,6 +695,99 @@ NB_MODULE(_core, m) {
       "the computes that ran with their rank's next one as one overlapped "
       "F&B of the plan), and `problem` with those costs (a stage measured "
       "fused splits its B in the ratio of the problem's own I and W).");
+  nb::class_<Policy>(m, "Policy",
+                     "A schedule family (docs/policies.md): instantiates for "
+                     "any pipeline's ranks, microbatches and chunks.")
+      .def(
+          "__init__",
+          [](Policy *self, const std::string &text) {
+            new (self) Policy(take(parsePolicy(text)));
+          },
+          nb::arg("text"),
+          "Parses a policy's text; ScheduleError names the line and column "
+          "of what is wrong.")
+      .def_ro("name", &Policy::name)
+      .def_prop_ro(
+          "params",
+          [](const Policy &p) {
+            std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> out;
+            for (const Policy::Param &q : p.params)
+              out.emplace_back(q.name, q.lo, q.hi, q.value);
+            return out;
+          },
+          "(name, lo, hi, default) of each parameter")
+      .def(
+          "instantiate",
+          [](const Policy &policy, const Problem &problem,
+             const std::map<std::string, int64_t> &params) {
+            Problem p = checkedProblem(problem);
+            Schedule schedule = take(instantiatePolicy(policy, p, params));
+            PySchedule out =
+                finish(std::move(p), std::move(schedule), "policy");
+            std::string choice = policy.name;
+            for (const Policy::Param &q : policy.params) {
+              auto it = params.find(q.name);
+              choice += fmt::format(" {}={}", q.name,
+                                    it == params.end() ? q.value : it->second);
+            }
+            out.choice = choice;
+            return out;
+          },
+          nb::arg("problem"),
+          nb::arg("params") = std::map<std::string, int64_t>(),
+          "The schedule the policy gives the problem (kind 'policy', choice "
+          "the policy's name and parameter values), verified and "
+          "simulated.")
+      .def(
+          "verify",
+          [](const Policy &policy, std::pair<int, int> ranks,
+             std::pair<int, int> microbatches, std::pair<int, int> chunks,
+             std::optional<Stage> stage, double latency,
+             const std::map<std::string, int64_t> &params) {
+            PolicyFamily family;
+            family.ranksLo = ranks.first;
+            family.ranksHi = ranks.second;
+            family.microbatchesLo = microbatches.first;
+            family.microbatchesHi = microbatches.second;
+            family.chunksLo = chunks.first;
+            family.chunksHi = chunks.second;
+            if (stage)
+              family.stage = *stage;
+            family.latency = latency;
+            if (family.ranksLo < 1 || family.microbatchesLo < 1 ||
+                family.chunksLo < 1 || family.ranksLo > family.ranksHi ||
+                family.microbatchesLo > family.microbatchesHi ||
+                family.chunksLo > family.chunksHi)
+              throw ScheduleFailure("verify: each range is (lo, hi) with 1 "
+                                    "<= lo <= hi");
+            PolicyFamilyReport report;
+            {
+              nb::gil_scoped_release release;
+              llvm::Expected<PolicyFamilyReport> found =
+                  verifyPolicyFamily(policy, family, params);
+              if (!found) {
+                std::string message = llvm::toString(found.takeError());
+                nb::gil_scoped_acquire acquire;
+                throw ScheduleFailure(message);
+              }
+              report = *found;
+            }
+            nb::dict out;
+            out["held"] = report.held;
+            out["skipped"] = report.skipped;
+            return out;
+          },
+          nb::arg("ranks") = std::pair<int, int>(2, 8),
+          nb::arg("microbatches") = std::pair<int, int>(1, 32),
+          nb::arg("chunks") = std::pair<int, int>(1, 1),
+          nb::arg("stage") = nb::none(), nb::arg("latency") = 0.0,
+          nb::arg("params") = std::map<std::string, int64_t>(),
+          "Instantiates and verifies the policy at every point of the "
+          "ranges (inclusive): dependencies, deadlock freedom of the "
+          "compute order and of its lowered communication. Returns "
+          "{'held': N, 'skipped': K} (K points outside the policy's "
+          "requires); raises ScheduleError at the first failing point, "
+          "naming it.");
   m.def(
       "default_memory_limit",
       [](const Problem &problem) -> std::optional<double> {

@@ -10,6 +10,7 @@
     print(s.actions(0))       # torch's spelling: 0F0, 8I3, ...
     print(s.to_csv())         # torch.distributed.pipelining CSV
     print(s.summary())        # what stagecraft-translate --pipe-to-summary prints
+    one = sc.schedule(p, policy=sc.Policy.from_file("1f1b.policy"))
     s.save("plan.json")       # the plan as a file; sc.load_plan reads it back
 
 Every function calls the C++ library the command-line tools use; every
@@ -25,6 +26,7 @@ import subprocess
 from typing import Optional
 
 from ._core import (
+    Policy,
     Problem,
     Schedule,
     ScheduleError,
@@ -34,8 +36,9 @@ from ._core import (
     from_csv,
     kinds,
     problem_from_json,
-    schedule,
 )
+from ._core import schedule as _schedule
+from ._policy import search_policy
 from ._plan_file import _install as _install_plan_file
 from ._plan_file import load_plan, plan_from_json
 
@@ -74,6 +77,30 @@ def load(path: str, pipeline: Optional[str] = None) -> Problem:
                             f"{command[0]} failed with exit {done.returncode}")
     return problem_from_json(done.stdout)
 
+
+
+def schedule(problem: Problem, kind: str = "1f1b", *args,
+             policy: "Policy | str | None" = None,
+             params: Optional[dict] = None, **kwargs) -> Schedule:
+    """`--pipe-schedule`: the problem scheduled as `kind` (see
+    `_core.schedule`'s options), or, with `policy` (a `Policy` or its
+    text), as that policy instantiates it with `params` (parameter
+    values by name; kind 'policy', its choice the policy's name and
+    parameter values). A policy takes no kind or other option."""
+    if policy is None:
+        if params is not None:
+            raise ScheduleError("params= sets a policy's parameters: give "
+                                "policy= too")
+        return _schedule(problem, kind, *args, **kwargs)
+    if args or kwargs or kind not in ("1f1b", "policy"):
+        raise ScheduleError("policy= schedules by the policy alone: give no "
+                            "kind or other option with it")
+    if isinstance(policy, str):
+        policy = Policy(policy)
+    return policy.instantiate(problem, params or {})
+
+
+schedule.__doc__ += "\n\n" + (_schedule.__doc__ or "")
 
 
 def _number(x: float) -> str:
@@ -153,6 +180,7 @@ def to_mlir(problem: Problem) -> str:
 Problem.to_mlir = to_mlir
 
 __all__ = [
+    "Policy",
     "Problem",
     "Schedule",
     "ScheduleError",
@@ -163,6 +191,7 @@ __all__ = [
     "load",
     "load_plan",
     "plan_from_json",
+    "search_policy",
     "problem_from_json",
     "schedule",
     "to_mlir",

@@ -610,3 +610,60 @@ def test_auto_stays_within_1f1bs_peak_without_a_memory_limit():
     capped = problem(2, 4)
     capped.capacity = 100.0
     assert sc.default_memory_limit(capped) is None
+
+
+POLICIES = os.path.join(EXAMPLES, "policies")
+
+
+def test_policies_from_the_library_equal_their_kinds():
+    # The library's phases policies instantiate to the kinds' orders on a
+    # grid; the rules version of 1F1B to 1F1B's order on uniform costs.
+    for name, kind, per_rank in (("1f1b", "1f1b", 1), ("gpipe", "gpipe", 1),
+                                 ("1f1b-rules", "1f1b", 1),
+                                 ("interleaved-1f1b", "interleaved-1f1b", 2)):
+        policy = sc.Policy.from_file(os.path.join(POLICIES, f"{name}.policy"))
+        for ranks in (2, 3, 4):
+            for n_mb in (ranks, 2 * ranks):
+                p = problem(ranks, n_mb, stages_per_rank=per_rank, w=1.0)
+                ours = sc.schedule(p, policy=policy)
+                theirs = sc.schedule(p, kind=kind)
+                assert ours.to_csv() == theirs.to_csv(), (name, ranks, n_mb)
+                assert (ours.kind, ours.choice) == ("policy", policy.name)
+
+
+def test_a_policy_verifies_over_a_family_and_takes_parameters():
+    policy = sc.Policy.from_file(os.path.join(POLICIES, "zb-h1-rules.policy"))
+    assert policy.params == [("offset", 0, 4, 0)]
+    assert policy.verify(ranks=(2, 6), microbatches=(1, 16)) == \
+        {"held": 80, "skipped": 0}
+    p = problem(4, 8, stages_per_rank=1)
+    peaks = [max(sc.schedule(p, policy=policy,
+                             params={"offset": k}).peak_memory)
+             for k in range(5)]
+    assert peaks == sorted(peaks) and peaks[0] < peaks[-1]
+    one = sc.schedule(p, policy=policy, params={"offset": 2})
+    assert one.choice == "zb-h1-rules offset=2"
+    with pytest.raises(sc.ScheduleError, match="parameter offset=9 is "
+                       "outside 0..4"):
+        sc.schedule(p, policy=policy, params={"offset": 9})
+    divisible = sc.Policy(open(os.path.join(POLICIES, "1f1b.policy")).read()
+                          + "requires microbatches % ranks == 0\n")
+    assert divisible.verify(ranks=(2, 4), microbatches=(1, 8)) == \
+        {"held": 4 + 2 + 2, "skipped": 24 - 8}
+
+
+def test_bad_policies_raise_located_errors(tmp_path):
+    with pytest.raises(sc.ScheduleError, match="line 2, column 13: unknown "
+                       "name 'stagee'"):
+        sc.Policy("policy x\nrule F when stagee > 1\nrule B\n")
+    bad = tmp_path / "bad.policy"
+    bad.write_text("policy x\nwarmup 1\nsteady F X\n")
+    with pytest.raises(sc.ScheduleError, match="bad.policy: line 3: 'X' is "
+                       "not an action"):
+        sc.Policy.from_file(bad)
+    never = sc.Policy("policy never\nrule B\nrule F when in_flight < 0\n")
+    with pytest.raises(sc.ScheduleError, match="policy never at ranks=2 "
+                       "microbatches=4 stages=2: no rank can start"):
+        sc.schedule(problem(2, 4, stages_per_rank=1), policy=never)
+    with pytest.raises(sc.ScheduleError, match="give no kind"):
+        sc.schedule(problem(2, 4), kind="zb-v", policy=never)

@@ -926,3 +926,13 @@ def test_plans_for_torch_save_and_load_exactly(tmp_path):
                 assert (back.kind, back.choice, back.lower_bound) == \
                     (plan.kind, plan.choice, plan.lower_bound)
     assert any(c.startswith("torch ") for c in choices)
+
+
+def test_a_policys_plan_runs_equal_to_the_unpipelined_model(tmp_path):
+    # Interleaved 1F1B written as a policy, planned by sct.plan(policy=...)
+    # on rank 0 and broadcast, run on torch's runtime.
+    results = launch(tmp_path, "policy", "interleaved", 2)
+    for res in results:
+        assert res["kind"] == "policy" and res["choice"] == "interleaved"
+        assert res["placement"] == [0, 1, 0, 1]
+        assert res["grad_err"] <= 1e-5 and res["loss_err"] <= 1e-5, res

@@ -792,6 +792,30 @@ def promises(rank, world, n_mb):
     return seen
 
 
+def policy_plan(rank, world, n_mb):
+    """A policy's plan (interleaved 1F1B written as phases, two stages a
+    rank) through stagecraft.torch: one step against the unpipelined
+    model."""
+    text = ("policy interleaved\nplacement loop\nwarmup min((ranks - rank "
+            "- 1) * 2 + (chunks - 1) * ranks, microbatches * chunks)\n"
+            "steady F B\n")
+    num_stages = 2 * world
+    problem = sc.Problem(ranks=world, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = plan_all(problem, policy=sc.Policy(text))
+    mine = sct.stage_indices(plan)
+    mods, stages = build(mine, num_stages)
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan,
+                          lowering="early", transport="shared")
+    losses = run_step(runner, n_mb, 0 in mine, num_stages - 1 in mine)
+    ref_losses, grads = reference(num_stages, n_mb)
+    return {"kind": plan.kind, "choice": plan.choice,
+            "placement": list(plan.placement),
+            "grad_err": max_rel_err(mods, grads),
+            "loss_err": max((abs(a - b) / abs(b) for a, b in
+                             zip(losses, ref_losses)), default=0.0)}
+
+
 class _Records(logging.Handler):
     def __init__(self):
         super().__init__(logging.INFO)
@@ -1256,6 +1280,8 @@ def main():
             result = errors(rank, world, n_mb)
         elif mode == "promises":
             result = promises(rank, world, n_mb)
+        elif mode == "policy":
+            result = policy_plan(rank, world, n_mb)
         elif mode == "trial-log":
             result = trial_log(kind, rank, world, n_mb, out)
         elif mode == "profile":

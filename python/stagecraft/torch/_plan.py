@@ -55,7 +55,8 @@ def _check_kind(kind: str) -> None:
 def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None,
          time_limit: float = 10.0, chunks: int = 0, group=None,
          recompute: str | None = None,
-         objective: str = "makespan") -> Schedule:
+         objective: str = "makespan", policy=None,
+         params: dict | None = None) -> Schedule:
     """Stagecraft's schedule of `problem` for torch (every kind in `KINDS`
     and the searches in `SEARCHES`).
 
@@ -82,6 +83,10 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     (`torch_orders`) and returns one where it simulates as fast or faster
     within the memory limit (its `choice` says "torch <class>").
 
+    `policy` (a `stagecraft.Policy` or its text) plans by that policy
+    instead of a kind, with `params` (its parameter values by name): the
+    plan's kind is "policy", its choice the policy's name and values.
+
     Local by default: `group=None` plans in this process alone. `auto`
     searches under a time limit, so two ranks planning alone may find
     different plans; `schedule` refuses to run plans that differ between
@@ -92,7 +97,8 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     a call from some ranks only fails after COLLECTIVE_TIMEOUT seconds
     saying so), rank 0 of the group plans and broadcasts the plan.
     """
-    _check_kind(kind)
+    if policy is None:
+        _check_kind(kind)
     if objective != "makespan":
         raise ScheduleError(
             f"objective={objective!r}: torch's runtime steps the optimizer "
@@ -106,6 +112,8 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
             "pipelining passes one tensor from each stage to the next, so it "
             "cannot run a graph of stages")
     def local():
+        if policy is not None:
+            return _schedule(problem, policy=policy, params=params)
         found = _schedule(problem, kind=kind, memory_limit=memory_limit,
                           time_limit=time_limit, chunks=chunks,
                           recompute=recompute)
@@ -117,7 +125,9 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
 
     if group is None or not dist.is_initialized():
         return local()
-    _arrive(group, f"stagecraft.torch.plan(kind={kind!r}, group=...)")
+    _arrive(group, f"stagecraft.torch.plan(kind={kind!r}, group=...)"
+            if policy is None else
+            "stagecraft.torch.plan(policy=..., group=...)")
     found, error = None, None
     if dist.get_rank(group) == 0:
         try:

@@ -1,0 +1,326 @@
+//===- PolicyTest.cpp - Schedule families users write ---------------------===//
+//
+// Policies over grids of ranks x microbatches: written as phases they equal
+// the built-in kinds action for action (gpipe, 1f1b, interleaved-1f1b on
+// the microbatch counts its kind takes); written as priority rules, 1F1B
+// on uniform costs; every instantiation verifies on random costs; and bad
+// input is an error naming the line, the point or the rank, never a hang.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduler/policy/Policy.h"
+#include "scheduler/kinds/Kinds.h"
+#include "scheduler/model/Simulator.h"
+
+#include "TestUtil.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace stagecraft::pipe::sched;
+using namespace stagecraft::pipe::sched::test;
+
+namespace {
+
+Policy parsed(llvm::StringRef text) {
+  llvm::Expected<Policy> p = parsePolicy(text);
+  if (!p) {
+    ADD_FAILURE() << llvm::toString(p.takeError());
+    return Policy();
+  }
+  return std::move(*p);
+}
+
+std::string errorOf(llvm::Error e) {
+  return e ? llvm::toString(std::move(e)) : std::string("no error");
+}
+
+template <typename T> std::string errorOf(llvm::Expected<T> v) {
+  return v ? std::string("no error") : llvm::toString(v.takeError());
+}
+
+const char *kOneFOneB =
+    R"(policy 1f1b   # PipeDream-Flush, Narayanan et al. 2021
+placement loop
+warmup ranks - rank - 1
+steady F B
+requires chunks == 1
+)";
+
+const char *kGPipe = R"(policy gpipe  # Huang et al. 2019
+warmup microbatches
+steady F B
+)";
+
+// Megatron-LM's interleaved schedule: warm-up (p - r - 1) * 2 + (v - 1) * p
+// forwards, then one forward and one backward.
+const char *kInterleaved = R"(policy interleaved-1f1b
+placement loop
+warmup min((ranks - rank - 1) * 2 + (chunks - 1) * ranks, microbatches * chunks)
+steady F B
+requires microbatches % ranks == 0
+)";
+
+const char *kRules1F1B = R"(policy 1f1b-by-rules
+rule B
+rule F when in_flight < ranks - rank
+requires chunks == 1
+)";
+
+void expectSameOrders(const Schedule &a, const Schedule &b,
+                      const std::string &where) {
+  ASSERT_EQ(a.placement, b.placement) << where;
+  ASSERT_EQ(a.ranks.size(), b.ranks.size()) << where;
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    std::vector<std::string> x, y;
+    for (const Action &act : a.ranks[r])
+      x.push_back(shortName(act));
+    for (const Action &act : b.ranks[r])
+      y.push_back(shortName(act));
+    EXPECT_EQ(x, y) << where << " rank " << r;
+  }
+}
+
+} // namespace
+
+// gpipe and 1f1b as phases equal the kinds on p 2..8, m p..4p.
+TEST(Policy, PhasesEqualGPipeAnd1F1BOverAGrid) {
+  for (auto [text, kind] : {std::pair{kGPipe, ScheduleKind::GPipe},
+                            std::pair{kOneFOneB, ScheduleKind::OneFOneB}}) {
+    Policy policy = parsed(text);
+    for (int p = 2; p <= 8; ++p)
+      for (int m = p; m <= 4 * p; ++m) {
+        Problem problem = uniformProblem(p, m, p);
+        llvm::Expected<Schedule> ours = instantiatePolicy(policy, problem);
+        ASSERT_TRUE(bool(ours)) << errorOf(ours.takeError());
+        llvm::Expected<Schedule> theirs = generateSchedule(problem, {kind, 0});
+        ASSERT_TRUE(bool(theirs)) << errorOf(theirs.takeError());
+        expectSameOrders(*ours, *theirs,
+                         fmt::format("{} p={} m={}", policy.name, p, m));
+      }
+  }
+}
+
+// Interleaved 1F1B as phases (Megatron's warm-up formula) equals the kind
+// for 2 and 3 chunks where m is a multiple of p, the counts the kind
+// schedules as Megatron does.
+TEST(Policy, PhasesEqualInterleaved1F1BOverAGrid) {
+  Policy policy = parsed(kInterleaved);
+  for (int p = 2; p <= 8; ++p)
+    for (int v = 2; v <= 3; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        Problem problem = uniformProblem(p, m, v * p);
+        llvm::Expected<Schedule> ours = instantiatePolicy(policy, problem);
+        ASSERT_TRUE(bool(ours)) << errorOf(ours.takeError());
+        llvm::Expected<Schedule> theirs =
+            generateSchedule(problem, {ScheduleKind::Interleaved1F1B, v});
+        ASSERT_TRUE(bool(theirs)) << errorOf(theirs.takeError());
+        expectSameOrders(*ours, *theirs,
+                         fmt::format("interleaved p={} v={} m={}", p, v, m));
+      }
+}
+
+// Priority rules express 1F1B too: on uniform costs they give its order.
+TEST(Policy, RulesGive1F1BOnUniformCosts) {
+  Policy policy = parsed(kRules1F1B);
+  for (int p = 2; p <= 8; ++p)
+    for (int m = p; m <= 4 * p; ++m) {
+      Problem problem = uniformProblem(p, m, p);
+      llvm::Expected<Schedule> ours = instantiatePolicy(policy, problem);
+      ASSERT_TRUE(bool(ours)) << errorOf(ours.takeError());
+      llvm::Expected<Schedule> theirs =
+          generateSchedule(problem, {ScheduleKind::OneFOneB, 0});
+      ASSERT_TRUE(bool(theirs)) << errorOf(theirs.takeError());
+      expectSameOrders(*ours, *theirs, fmt::format("rules p={} m={}", p, m));
+    }
+}
+
+// Every policy instantiates to a verified schedule on random costs and
+// latencies, one to three stages a rank, in loop and V placement; the
+// rules' cap bounds every rank's in-flight activations.
+TEST(Policy, EveryInstantiationVerifiesOnRandomCosts) {
+  const char *zbLike = R"(policy zb-like
+placement v
+rule I
+rule F when in_flight < 2 * ranks - rank
+rule W
+cap 2 * ranks
+)";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.3, 2.0);
+  for (const char *text : {kOneFOneB, kGPipe, kInterleaved, kRules1F1B, zbLike})
+    for (int p = 2; p <= 6; ++p)
+      for (int m : {1, p, 2 * p + 1})
+        for (int v : {1, 2, 3}) {
+          Policy policy = parsed(text);
+          if (policy.placement == Policy::Placement::V && v != 2)
+            continue;
+          Problem problem = uniformProblem(p, m, v * p, {1, 1, 1}, u(rng) / 4);
+          for (Stage &st : problem.stages) {
+            st.forward = u(rng);
+            st.backwardInput = u(rng);
+            st.backwardWeight = u(rng);
+          }
+          llvm::Expected<bool> applies = policyApplies(policy, problem, {});
+          ASSERT_TRUE(bool(applies));
+          if (!*applies)
+            continue;
+          llvm::Expected<Schedule> s = instantiatePolicy(policy, problem);
+          ASSERT_TRUE(bool(s)) << policy.name << " p=" << p << " m=" << m
+                               << " v=" << v << ": " << errorOf(s.takeError());
+          EXPECT_FALSE(bool(verifySchedule(problem, *s)));
+        }
+}
+
+// Expressions: precedence, floor division as Python's, short-circuit, and
+// errors naming the column.
+TEST(Policy, ExpressionsEvaluateAndFailByColumn) {
+  std::vector<std::string> names = {"a", "b"};
+  auto value = [&](llvm::StringRef text, int64_t a, int64_t b) -> int64_t {
+    llvm::Expected<PolicyExpr> e = parsePolicyExpr(text, names);
+    EXPECT_TRUE(bool(e)) << text.str();
+    if (!e) {
+      llvm::consumeError(e.takeError());
+      return -999;
+    }
+    llvm::Expected<int64_t> v = evaluatePolicyExpr(
+        *e, [&](llvm::StringRef n) -> std::optional<int64_t> {
+          return n == "a" ? a : b;
+        });
+    EXPECT_TRUE(bool(v)) << text.str();
+    return v ? *v : (llvm::consumeError(v.takeError()), -999);
+  };
+  EXPECT_EQ(value("a + b * 2", 1, 3), 7);
+  EXPECT_EQ(value("(a + b) * 2", 1, 3), 8);
+  EXPECT_EQ(value("-7 // 2", 0, 0), -4);
+  EXPECT_EQ(value("-7 mod 2", 0, 0), 1);
+  EXPECT_EQ(value("min(a, b, 2) + max(a, b)", 5, 3), 7);
+  EXPECT_EQ(value("select(a > b, a, b)", 2, 9), 9);
+  EXPECT_EQ(value("b != 0 and a // b > 1", 4, 0), 0);
+  EXPECT_EQ(value("not a < b or a == b", 1, 1), 1);
+  auto parseError = [&](llvm::StringRef text) {
+    return errorOf(parsePolicyExpr(text, names));
+  };
+  EXPECT_EQ(parseError("a + c"), "column 5: unknown name 'c'; known: a, b");
+  EXPECT_EQ(parseError("a +"),
+            "column 4: expected a number, a name or '(' but the text ended");
+  EXPECT_EQ(parseError("min(a)"), "column 1: min takes 2 arguments or more");
+  EXPECT_EQ(parseError("(a"), "column 3: expected ')'");
+  llvm::Expected<PolicyExpr> div = parsePolicyExpr("a // (b - b)", names);
+  ASSERT_TRUE(bool(div));
+  EXPECT_EQ(
+      errorOf(evaluatePolicyExpr(
+          *div, [](llvm::StringRef) { return std::optional<int64_t>(1); })),
+      "column 3: division by zero in (a // (b - b))");
+}
+
+// Bad policies: each a located error, and instantiation errors name the
+// point, the rank and what blocks it; none loops forever.
+TEST(Policy, BadInputIsALocatedError) {
+  EXPECT_EQ(errorOf(parsePolicy("placement loop\n")),
+            "line 1: a policy starts with 'policy NAME'");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup rank +\nsteady F B\n")),
+            "line 2, column 14: expected a number, a name or '(' but the "
+            "text ended");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady F X\n")),
+            "line 3: 'X' is not an action (F, B, I or W)");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nrule F when stagee > 1\nrule B\n")),
+            "line 2, column 13: unknown name 'stagee'; known: rank, ranks, "
+            "microbatches, chunks, stages, stage, microbatch, "
+            "forwards_issued, backwards_done, in_flight");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nparam k 4..1\nrule F\nrule B\n")),
+            "line 2: parameter 'k' has an empty range 4..1");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nsteady F B\n")),
+            "policy x: phases need both 'warmup' and 'steady'");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nfrobnicate 1\n")),
+            "line 2: unknown statement 'frobnicate' (policy, placement, "
+            "group, warmup, steady, rule, param, cap, requires)");
+
+  Problem problem = uniformProblem(2, 4, 2);
+  // A rule that never fires for F: nothing can start.
+  Policy never = parsed("policy never\nrule B\nrule F when in_flight < 0\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(never, problem)),
+            "policy never at ranks=2 microbatches=4 stages=2: no rank can "
+            "start an action while 16 remain: rank 0: 0F0 is ready but no "
+            "rule for it holds (in_flight 0); 0B0 waits for 0F0 | rank 1: "
+            "1F0 waits for 0F0; 1B0 waits for 1F0");
+  Policy zero = parsed("policy zero\nwarmup ranks // (rank - rank)\nsteady "
+                       "F B\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(zero, problem)),
+            "policy zero at ranks=2 microbatches=4 stages=2: warmup (line "
+            "2): column 7: division by zero in (ranks // (rank - rank))");
+  Policy capped = parsed("policy capped\nrule B\nrule F\ncap rank - 1\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(capped, problem)),
+            "policy capped at ranks=2 microbatches=4 stages=2: cap is -1 on "
+            "rank 0: below one activation, no forward could start");
+  Policy needs = parsed("policy needs\nrequires microbatches % ranks == 0\n"
+                        "requires microbatches >= 8\nwarmup 0\nsteady F B\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(needs, problem)),
+            "policy needs at ranks=2 microbatches=4 stages=2: outside the "
+            "policy's requires: (microbatches >= 8) (line 3)");
+  Policy param = parsed("policy p\nparam k 0..4 = 1\nwarmup k\nsteady F B\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(param, problem, {{"k", 5}})),
+            "policy p at ranks=2 microbatches=4 stages=2: parameter k=5 is "
+            "outside 0..4");
+  EXPECT_EQ(errorOf(instantiatePolicy(param, problem, {{"j", 1}})),
+            "policy p at ranks=2 microbatches=4 stages=2: no parameter 'j'");
+  EXPECT_TRUE(bool(instantiatePolicy(param, problem, {{"k", 4}})));
+}
+
+// A family: 1F1B holds on every point of ranks 2..16 x microbatches 1..64;
+// points outside `requires` are skipped and counted; a policy that hangs
+// somewhere is reported at its first failing point.
+TEST(Policy, FamiliesVerifyOrNameTheirFirstFailingPoint) {
+  PolicyFamily family;
+  family.ranksLo = 2;
+  family.ranksHi = 16;
+  family.microbatchesLo = 1;
+  family.microbatchesHi = 64;
+  llvm::Expected<PolicyFamilyReport> held =
+      verifyPolicyFamily(parsed(kOneFOneB), family);
+  ASSERT_TRUE(bool(held)) << errorOf(held.takeError());
+  EXPECT_EQ(held->held, 15 * 64);
+  EXPECT_EQ(held->skipped, 0);
+
+  Policy divisible =
+      parsed(std::string(kOneFOneB) + "requires microbatches % ranks == 0\n");
+  llvm::Expected<PolicyFamilyReport> some =
+      verifyPolicyFamily(divisible, family);
+  ASSERT_TRUE(bool(some)) << errorOf(some.takeError());
+  int expected = 0;
+  for (int p = 2; p <= 16; ++p)
+    expected += 64 / p;
+  EXPECT_EQ(some->held, expected);
+  EXPECT_EQ(some->skipped, 15 * 64 - expected);
+
+  // The last rank warms up with every forward, the others run a backward
+  // right after each forward: from 2 microbatches on, rank 0's B0 waits
+  // for the last rank's B0, which comes after a forward rank 0 sends only
+  // after its B0.
+  Policy hangs = parsed("policy hangs\nwarmup select(rank == ranks - 1, "
+                        "microbatches, 0)\nsteady B F\n");
+  std::string message = errorOf(verifyPolicyFamily(hangs, family));
+  EXPECT_EQ(
+      message.rfind("policy hangs at ranks=2 microbatches=2 stages=2: ", 0), 0u)
+      << message;
+}
+
+// What a fuzzer would find: deep nesting and integer overflow are errors,
+// not a stack overflow or undefined behaviour.
+TEST(Policy, DeepNestingAndOverflowAreErrors) {
+  std::string deep(1000, '(');
+  EXPECT_NE(errorOf(parsePolicyExpr(deep + "1", {})).find("nested deeper"),
+            std::string::npos);
+  std::string minus(1000, '-');
+  EXPECT_NE(errorOf(parsePolicyExpr(minus + "1", {})).find("nested deeper"),
+            std::string::npos);
+  llvm::Expected<PolicyExpr> big =
+      parsePolicyExpr("999999999999999 * 999999999999999", {});
+  ASSERT_TRUE(bool(big));
+  EXPECT_EQ(errorOf(evaluatePolicyExpr(
+                *big, [](llvm::StringRef) { return std::nullopt; })),
+            "column 17: integer overflow in (999999999999999 * "
+            "999999999999999)");
+}
