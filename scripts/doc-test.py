@@ -31,7 +31,8 @@ What a block's info string (the word after the opening fence) means:
               number differs between runs (measured times, a search under
               a time limit); otherwise `tolerance=R` with `~` on the
               measured figures.
-  python      when its first line is `# PATH` of a file in the
+  python, policy
+              when its first line is `# PATH` of a file in the
               repository, the block's other lines must equal that file's
               lines after its leading `#` comment lines (a script a
               reader copies is the one the tests run). Other python
@@ -305,9 +306,11 @@ def main(argv):
                 else:
                     print(f"ok   {b.where()}: output as shown", flush=True)
                 last_stdout = None
-            elif b.lang in ("mlir", "python"):
+            elif b.lang in ("mlir", "python", "policy"):
                 comment = "//" if b.lang == "mlir" else "#"
-                m = re.match(rf"^{comment} (\S+\.{'mlir' if b.lang == 'mlir' else 'py'})$",
+                suffix = {"mlir": "mlir", "python": "py",
+                          "policy": "policy"}[b.lang]
+                m = re.match(rf"^{comment} (\S+\.{suffix})$",
                              b.lines[0]) if b.lines else None
                 if not m or not os.path.isfile(os.path.join(ROOT, m.group(1))):
                     continue

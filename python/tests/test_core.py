@@ -637,10 +637,14 @@ def test_a_policy_verifies_over_a_family_and_takes_parameters():
     assert policy.verify(ranks=(2, 6), microbatches=(1, 16)) == \
         {"held": 80, "skipped": 0}
     p = problem(4, 8, stages_per_rank=1)
-    peaks = [max(sc.schedule(p, policy=policy,
-                             params={"offset": k}).peak_memory)
+    # A larger offset lets the later ranks hold more: their memory grows,
+    # and no rank goes above 1F1B's highest peak.
+    plans = [sc.schedule(p, policy=policy, params={"offset": k})
              for k in range(5)]
-    assert peaks == sorted(peaks) and peaks[0] < peaks[-1]
+    held = [sum(plan.peak_memory) for plan in plans]
+    assert held == sorted(held) and held[0] < held[-1]
+    assert all(max(plan.peak_memory) <= sc.default_memory_limit(p)
+               for plan in plans)
     one = sc.schedule(p, policy=policy, params={"offset": 2})
     assert one.choice == "zb-h1-rules offset=2"
     with pytest.raises(sc.ScheduleError, match="parameter offset=9 is "
