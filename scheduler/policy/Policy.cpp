@@ -121,6 +121,11 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
         policy.placement = Policy::Placement::Expr;
         policy.placementExpr = std::move(*e);
       }
+    } else if (word == "backwards") {
+      if (rest == "reversed")
+        policy.backwardsReversed = true;
+      else if (rest != "in-order")
+        return at("expected 'backwards reversed' or 'backwards in-order'");
     } else if (word == "group" || word == "warmup" || word == "cap" ||
                word == "requires") {
       llvm::Expected<PolicyExpr> e = expr(rest, line, restAt - 1, false);
@@ -196,8 +201,8 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
       shape.push_back(p.name);
     } else {
       return at(fmt::format("unknown statement '{}' (policy, placement, "
-                            "group, warmup, steady, rule, param, cap, "
-                            "requires)",
+                            "group, backwards, warmup, steady, rule, param, "
+                            "cap, requires)",
                             word.str()));
     }
   }
@@ -386,8 +391,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         for (int mb = static_cast<int>(g0); mb < g1; ++mb)
           fSeq[r].push_back({ActionKind::Forward, s, mb});
       for (auto it = local[r].rbegin(); it != local[r].rend(); ++it)
-        for (int mb = static_cast<int>(g0); mb < g1; ++mb)
-          bSeq[r].push_back({backward, *it, mb});
+        for (int k = static_cast<int>(g0); k < g1; ++k)
+          bSeq[r].push_back({backward, *it,
+                             policy.backwardsReversed
+                                 ? g1 - 1 - (k - static_cast<int>(g0))
+                                 : k});
     }
 
   std::optional<int64_t> cap;

@@ -12,6 +12,8 @@
 //   group EXPR                       microbatches a rank forwards through
 //                                    all its stages before the next group
 //                                    (chunks > 1); default ranks
+//   backwards reversed | in-order    microbatch order of each group's
+//                                    backwards (default in-order)
 //   warmup EXPR                      phases: forwards before the pattern
 //   steady TOKENS                    phases: the repeating pattern over
 //                                    F, B, I, W; without forwards left it
@@ -54,6 +56,8 @@ struct Policy {
   Placement placement = Placement::Loop;
   std::optional<PolicyExpr> placementExpr;
   std::optional<PolicyExpr> group;
+  /// Each group's backwards from its last microbatch to its first.
+  bool backwardsReversed = false;
   /// Phases.
   std::optional<PolicyExpr> warmup;
   std::vector<ActionKind> steady;

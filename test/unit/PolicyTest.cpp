@@ -236,7 +236,7 @@ TEST(Policy, BadInputIsALocatedError) {
             "policy x: phases need both 'warmup' and 'steady'");
   EXPECT_EQ(errorOf(parsePolicy("policy x\nfrobnicate 1\n")),
             "line 2: unknown statement 'frobnicate' (policy, placement, "
-            "group, warmup, steady, rule, param, cap, requires)");
+            "group, backwards, warmup, steady, rule, param, cap, requires)");
 
   Problem problem = uniformProblem(2, 4, 2);
   // A rule that never fires for F: nothing can start.
