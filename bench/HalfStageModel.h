@@ -61,6 +61,20 @@ inline Problem halfStageProblem(const Profile &profile, int p, int m,
   return problem;
 }
 
+/// \p stages identical unit stages (F = I = W = 1, activation 1).
+inline Problem unitProblem(int ranks, int microbatches, int stages) {
+  Problem problem;
+  problem.name = "bench";
+  problem.ranks = ranks;
+  problem.microbatches = microbatches;
+  for (int s = 0; s < stages; ++s) {
+    Stage stage;
+    stage.name = "s" + std::to_string(s);
+    problem.stages.push_back(stage);
+  }
+  return problem;
+}
+
 inline double highest(const std::vector<double> &v) {
   return *std::max_element(v.begin(), v.end());
 }

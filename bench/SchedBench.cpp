@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/HalfStageModel.h"
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/Simulator.h"
 
@@ -18,19 +19,7 @@
 #include <cstdlib>
 
 using namespace stagecraft::pipe::sched;
-
-static Problem makeProblem(int ranks, int microbatches, int stages) {
-  Problem problem;
-  problem.name = "bench";
-  problem.ranks = ranks;
-  problem.microbatches = microbatches;
-  for (int s = 0; s < stages; ++s) {
-    Stage stage;
-    stage.name = "s" + std::to_string(s);
-    problem.stages.push_back(stage);
-  }
-  return problem;
-}
+using stagecraft::pipe::sched::bench::unitProblem;
 
 int main(int argc, char **argv) {
   int repetitions = argc > 1 ? std::atoi(argv[1]) : 3;
@@ -59,7 +48,7 @@ int main(int argc, char **argv) {
       if (zeroBubble || vShape ? c.chunks != 2 : interleaved != (c.chunks > 1))
         continue;
       Problem problem =
-          makeProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
+          unitProblem(c.ranks, c.microbatches, c.ranks * c.chunks);
       double bestGen = 1e30, bestSim = 1e30;
       Timeline timeline;
       size_t actions = 0;

@@ -16,6 +16,7 @@
 
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/Schedule.h"
+#include "scheduler/policy/Policy.h"
 #include "scheduler/search/Partition.h"
 
 #include "mlir/IR/Builders.h"
@@ -90,6 +91,14 @@ buildProgram(mlir::OpBuilder &builder, mlir::Location loc, PipelineOp pipeline,
              llvm::StringRef name, llvm::StringRef kind,
              const sched::Program &program,
              llvm::function_ref<mlir::Location(int, int)> instrLoc = nullptr);
+
+/// The policy \p op holds (its text: `policy NAME`, then statement k on
+/// line k + 1).
+llvm::Expected<sched::Policy> policyFromOp(PolicyOp op);
+
+/// \p message (about a policy op's text) with each "line N" named as the
+/// op's statement N - 1.
+std::string describePolicyMessage(llvm::StringRef message);
 
 } // namespace stagecraft::pipe
 

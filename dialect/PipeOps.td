@@ -72,6 +72,38 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
   }];
 }
 
+def Pipe_PolicyOp : Pipe_Op<"policy", [Symbol]> {
+  let summary = "A schedule family users write, for any ranks and microbatches";
+  let description = [{
+    A policy (docs/policies.md): one statement a string, in the text form
+    of a policy file without its `policy NAME` line (the symbol names it).
+    `--pipe-schedule="policy=@name"` instantiates it for each pipeline;
+    `--pipe-verify-policy` verifies it over a family of pipelines. The
+    statements are parsed with the op: a malformed one is an error at its
+    column.
+
+    ```mlir
+    pipe.policy @one_f_one_b {
+      "placement loop"
+      "warmup ranks - rank - 1"
+      "steady F B"
+      "requires chunks == 1"
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    StrArrayAttr:$statements
+  );
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The policy file's text: `policy NAME`, then one statement a line
+    /// (statement k on line k + 1).
+    std::string getText();
+  }];
+}
+
 def Pipe_DeviceOp : Pipe_Op<"device", [Symbol, HasParent<"PipelineOp">]> {
   let summary = "A kind of device the pipeline's ranks run on";
   let description = [{

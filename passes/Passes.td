@@ -130,7 +130,11 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
            "Schedule kind: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
-           "zb-v, dualpipev, helix, auto, exact or ilp (default 1f1b)">,
+           "zb-v, dualpipev, helix, auto, exact, ilp or policy-search "
+           "(default 1f1b). auto also tries the library's policies and "
+           "the module's pipe.policy ops, each with its parameters "
+           "searched; policy-search searches only policy= (or "
+           "policy-file=)">,
     Option<"chunks", "chunks", "int", /*default=*/"0",
            "Stages per rank for interleaved-1f1b (default 0: stages / "
            "ranks)">,
@@ -163,9 +167,52 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "policy, its auto_choice the policy's name and parameter "
            "values). Errors in the file or at instantiation are reported at "
            "the pipeline, naming the file's line or the point">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "A pipe.policy op of the module, as @NAME: schedule every "
+           "pipeline by it instead of a kind (as policy-file=). Errors at "
+           "instantiation are reported at the policy op, naming the point, "
+           "the rank and what its actions wait for">,
     Option<"params", "params", "std::string", /*default=*/"\"\"",
-           "With policy-file: parameter values, NAME:VALUE separated by "
-           "commas (e.g. params=offset:2); the others take their defaults">,
+           "With policy-file or policy: parameter values, NAME:VALUE "
+           "separated by commas (e.g. params=offset:2); the others take "
+           "their defaults. With kind=policy-search: the ones held fixed">,
+  ];
+}
+
+def PipeVerifyPolicyPass : Pass<"pipe-verify-policy", "mlir::ModuleOp"> {
+  let summary = "Verify pipe.policy ops over a family of pipelines";
+  let description = [{
+    Instantiates each `pipe.policy` (or only `policy=@NAME`) at every point
+    of a family: `ranks=LO..HI`, `microbatches=LO..HI`, `chunks=LO..HI`
+    (ranks x chunks stages each), and verifies every schedule: its
+    dependencies, deadlock freedom of its order and of its lowered
+    communication, and the policy's cap on in-flight activations. The
+    stages take the costs and memory of `pipeline=@NAME`'s first stage and
+    its latency (default: forward 1, backward input 1, backward weight 1,
+    activation 1, no latency). Points outside the policy's `requires` are
+    skipped and counted. Success is a remark at the policy, "holds on N
+    points (S outside its requires, skipped)"; the first failing point is
+    an error at the policy naming the point and the reason.
+
+    ```mlir
+    // stagecraft-opt --pipe-verify-policy="ranks=2..16 microbatches=1..64" f.mlir
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "The policy to verify, as @NAME (default: every pipe.policy)">,
+    Option<"ranks", "ranks", "std::string", /*default=*/"\"2..8\"",
+           "Ranks, LO..HI (or one number)">,
+    Option<"microbatches", "microbatches", "std::string",
+           /*default=*/"\"1..32\"",
+           "Microbatches, LO..HI (or one number)">,
+    Option<"chunks", "chunks", "std::string", /*default=*/"\"1\"",
+           "Stages per rank, LO..HI (or one number)">,
+    Option<"pipeline", "pipeline", "std::string", /*default=*/"\"\"",
+           "A pipeline whose first stage's costs and memory, and latency, "
+           "every stage of the family takes">,
+    Option<"params", "params", "std::string", /*default=*/"\"\"",
+           "Parameter values, NAME:VALUE separated by commas">,
   ];
 }
 

@@ -11,6 +11,7 @@
 
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Library.h"
 #include "scheduler/policy/Policy.h"
 #include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/LayerSearch.h"
@@ -20,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <limits>
@@ -119,41 +121,57 @@ struct SchedulePass
     return success();
   }
 
-  /// policy-file=: the policy and its parameter values, or a message.
+  /// policy-file= or policy=@NAME: the policy and its parameter values;
+  /// \p policyOp is set to the op for policy=.
   llvm::Expected<std::pair<sched::Policy, sched::PolicyParams>>
-  loadPolicy() const {
+  loadPolicy(SymbolTable &symbols, PolicyOp &policyOp) const {
     auto fail = [](const std::string &what) {
       return llvm::createStringError(llvm::inconvertibleErrorCode(), what);
     };
+    llvm::Expected<sched::PolicyParams> values =
+        sched::parsePolicyParams(params.getValue());
+    if (!values)
+      return values.takeError();
+    if (!policy.empty()) {
+      StringRef name = StringRef(policy.getValue()).ltrim('@');
+      policyOp = symbols.lookup<PolicyOp>(name);
+      if (!policyOp) {
+        if (const sched::Policy *shipped = sched::libraryPolicy(name))
+          return std::make_pair(*shipped, std::move(*values));
+        std::vector<std::string> names;
+        for (const sched::Policy &p : sched::libraryPolicies())
+          names.push_back(p.name);
+        return fail(fmt::format("policy=@{}: the module has no pipe.policy "
+                                "@{}, and the library has none of that name "
+                                "({})",
+                                name.str(), name.str(),
+                                fmt::join(names, ", ")));
+      }
+      llvm::Expected<sched::Policy> parsed = policyFromOp(policyOp);
+      if (!parsed)
+        return fail(describePolicyMessage(llvm::toString(parsed.takeError())));
+      return std::make_pair(std::move(*parsed), std::move(*values));
+    }
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
         llvm::MemoryBuffer::getFile(policyFile.getValue());
     if (!file)
       return fail(fmt::format("cannot read policy file {}: {}",
                               policyFile.getValue(),
                               file.getError().message()));
-    llvm::Expected<sched::Policy> policy =
+    llvm::Expected<sched::Policy> parsed =
         sched::parsePolicy((*file)->getBuffer());
-    if (!policy)
+    if (!parsed)
       return fail(fmt::format("{}: {}", policyFile.getValue(),
-                              llvm::toString(policy.takeError())));
-    sched::PolicyParams values;
-    llvm::SmallVector<StringRef> parts;
-    StringRef(params.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);
-    for (StringRef part : parts) {
-      auto [name, value] = part.split(':');
-      int64_t v = 0;
-      if (name.trim().empty() || value.trim().getAsInteger(10, v))
-        return fail(
-            fmt::format("params: '{}' is not NAME:INTEGER", part.str()));
-      values[name.trim().str()] = v;
-    }
-    return std::make_pair(std::move(*policy), std::move(values));
+                              llvm::toString(parsed.takeError())));
+    return std::make_pair(std::move(*parsed), std::move(*values));
   }
 
-  /// Schedules \p pipeline by the policy of policy-file=.
+  /// Schedules \p pipeline by the policy of policy-file= or policy=.
+  /// Errors of a policy op are reported at it, with a note at the pipeline.
   LogicalResult scheduleByPolicy(ModuleOp module, SymbolTable &symbols,
                                  PipelineOp pipeline) {
-    auto loaded = loadPolicy();
+    PolicyOp policyOp;
+    auto loaded = loadPolicy(symbols, policyOp);
     if (!loaded)
       return pipeline.emitError() << llvm::toString(loaded.takeError());
     const auto &[policy, values] = *loaded;
@@ -165,8 +183,26 @@ struct SchedulePass
     sched::Problem problem = problemFromPipeline(pipeline);
     llvm::Expected<sched::Schedule> schedule =
         sched::instantiatePolicy(policy, problem, values);
-    if (!schedule)
-      return pipeline.emitError() << llvm::toString(schedule.takeError());
+    if (!schedule) {
+      std::string message = llvm::toString(schedule.takeError());
+      if (!policyOp)
+        return pipeline.emitError() << message;
+      InFlightDiagnostic diag = policyOp.emitError()
+                                << describePolicyMessage(message);
+      diag.attachNote(pipeline.getLoc())
+          << "applied to pipeline @" << pipeline.getSymName();
+      return diag;
+    }
+    return insertPolicySchedule(module, symbols, pipeline, policy, values,
+                                *schedule);
+  }
+
+  /// Inserts \p schedule, \p policy's at \p values, after \p pipeline.
+  LogicalResult insertPolicySchedule(ModuleOp module, SymbolTable &symbols,
+                                     PipelineOp pipeline,
+                                     const sched::Policy &policy,
+                                     const sched::PolicyParams &values,
+                                     const sched::Schedule &schedule) {
     OpBuilder builder(module.getContext());
     builder.setInsertionPointAfter(pipeline);
     std::string name = (pipeline.getSymName() + "_" + policy.name).str();
@@ -174,14 +210,10 @@ struct SchedulePass
       if (!std::isalnum(static_cast<unsigned char>(c)))
         c = '_';
     ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
-                                  "policy", *schedule);
-    std::string choice = policy.name;
-    for (const sched::Policy::Param &q : policy.params) {
-      auto it = values.find(q.name);
-      choice += fmt::format(" {}={}", q.name,
-                            it == values.end() ? q.value : it->second);
-    }
-    op->setAttr("auto_choice", builder.getStringAttr(choice));
+                                  "policy", schedule);
+    op->setAttr(
+        "auto_choice",
+        builder.getStringAttr(sched::describePolicyChoice(policy, values)));
     symbols.insert(op, Block::iterator(op));
     return success();
   }
@@ -189,7 +221,50 @@ struct SchedulePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
-    if (!policyFile.empty()) {
+    if (!policyFile.empty() && !policy.empty()) {
+      module.emitError() << "pipe-schedule: give policy-file= or policy=, "
+                            "not both";
+      return signalPassFailure();
+    }
+    const bool byPolicy = !policyFile.empty() || !policy.empty();
+    if (byPolicy && kind.hasValue() && kind != "auto" &&
+        kind != "policy-search") {
+      module.emitError() << "pipe-schedule: kind=" << kind
+                         << " with a policy: leave kind= out to instantiate "
+                            "the policy, or give kind=auto (the policy among "
+                            "auto's candidates) or kind=policy-search (its "
+                            "parameters searched)";
+      return signalPassFailure();
+    }
+    if (kind == "policy-search" && !byPolicy) {
+      module.emitError() << "pipe-schedule: kind=policy-search needs the "
+                            "policy: policy=@NAME or policy-file=PATH";
+      return signalPassFailure();
+    }
+    // The policies auto and policy-search take besides the library's.
+    std::vector<sched::KindRequest::PolicyCandidate> candidates;
+    if (byPolicy && kind.hasValue()) {
+      PolicyOp policyOp;
+      auto loaded = loadPolicy(symbols, policyOp);
+      if (!loaded) {
+        module.emitError() << llvm::toString(loaded.takeError());
+        return signalPassFailure();
+      }
+      candidates.push_back({loaded->first, loaded->second});
+    }
+    if (kind == "auto")
+      for (PolicyOp op : module.getOps<PolicyOp>()) {
+        if (!candidates.empty() && op.getSymName() == candidates[0].policy.name)
+          continue;
+        llvm::Expected<sched::Policy> parsed = policyFromOp(op);
+        if (!parsed) {
+          op.emitError() << describePolicyMessage(
+              llvm::toString(parsed.takeError()));
+          return signalPassFailure();
+        }
+        candidates.push_back({std::move(*parsed), {}});
+      }
+    if (byPolicy && !kind.hasValue()) {
       for (PipelineOp pipeline :
            llvm::make_early_inc_range(module.getOps<PipelineOp>()))
         if (failed(scheduleByPolicy(module, symbols, pipeline)))
@@ -198,7 +273,8 @@ struct SchedulePass
     }
     for (PipelineOp pipeline :
          llvm::make_early_inc_range(module.getOps<PipelineOp>())) {
-      if (kind != "auto" && kind != "exact" && kind != "ilp") {
+      if (kind != "auto" && kind != "exact" && kind != "ilp" &&
+          kind != "policy-search") {
         llvm::Expected<sched::ScheduleKind> parsed =
             sched::parseScheduleKind(kind);
         if (!parsed) {
@@ -246,6 +322,7 @@ struct SchedulePass
       request.memoryLimit = memoryLimit;
       request.timeLimit = timeLimit;
       request.objective = llvm::cantFail(sched::parseObjective(objective));
+      request.policies = candidates;
       request.progress = [&](const sched::AutoProgress &p) {
         llvm::errs() << fmt::format(
             "pipe-schedule auto @{}: {} candidates in {:.1f} s, best {} "

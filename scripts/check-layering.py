@@ -3,7 +3,7 @@
 
   scheduler/  MLIR-free: includes only scheduler/, LLVM Support, fmt, std;
               inside it, one way: model <- kinds <- search <- formats,
-              model <- lower <- formats, lower <- policy;
+              model <- lower <- formats, lower <- policy <- search;
   kernels/    no runtime, dialect, passes, translate or MLIR;
   runtime/    no dialect, passes, translate or MLIR;
   dialect/, passes/: nothing from runtime/ or kernels/;
@@ -33,7 +33,8 @@ FORBIDDEN = {
                          "scheduler/formats/", "scheduler/policy/"),
                         "a kind knows only the model and the other kinds"),
     "scheduler/search": (("scheduler/lower/", "scheduler/formats/"),
-                         "the searches know the kinds and the model only"),
+                         "the searches know the kinds, the policies (their "
+                         "candidates) and the model"),
     "scheduler/policy": (("scheduler/kinds/", "scheduler/search/",
                           "scheduler/formats/"),
                          "a policy instantiates on the model and verifies "

@@ -18,6 +18,7 @@
 #include "scheduler/model/CostFit.h"
 #include "scheduler/model/Simulator.h"
 #include "scheduler/policy/Policy.h"
+#include "scheduler/policy/PolicySearch.h"
 #include "scheduler/search/IlpSearch.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
@@ -575,10 +576,16 @@ NB_MODULE(_core, m) {
       "schedule",
       [](const Problem &problem, const std::string &kind, int chunks,
          std::optional<double> memoryLimit, double timeLimit, int folds,
-         std::optional<std::string> recompute, const std::string &objective) {
+         std::optional<std::string> recompute, const std::string &objective,
+         const std::vector<std::pair<Policy, std::map<std::string, int64_t>>>
+             &policies,
+         bool libraryPolicies) {
         Problem p = checkedProblem(problem);
         KindRequest request;
         request.kind = kind;
+        for (const auto &[policy, fixed] : policies)
+          request.policies.push_back({policy, fixed});
+        request.libraryPolicies = libraryPolicies;
         request.chunks = chunks;
         request.memoryLimit = memoryLimit.value_or(0.0);
         request.timeLimit = timeLimit;
@@ -625,8 +632,15 @@ NB_MODULE(_core, m) {
       nb::arg("memory_limit") = nb::none(), nb::arg("time_limit") = 10.0,
       nb::arg("folds") = 2, nb::arg("recompute") = nb::none(),
       nb::arg("objective") = "makespan",
+      nb::arg("policies") =
+          std::vector<std::pair<Policy, std::map<std::string, int64_t>>>(),
+      nb::arg("library_policies") = true,
       "Schedule the problem as --pipe-schedule does: kind is gpipe, 1f1b, "
-      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto or exact "
+      "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipev, helix, auto "
+      "(which also tries `policies`, (Policy, fixed parameter values) "
+      "pairs, and with library_policies the library's, each with its "
+      "parameters searched within the memory limit), policy-search (the "
+      "one policy of `policies`, its free parameters searched) or exact "
       "(small problems: proven optimal over auto's placements, or the best "
       "found in time_limit; `choice` says which) or, where the build has "
       "its solver (CBC; the wheel does not), ilp; "
@@ -724,13 +738,7 @@ NB_MODULE(_core, m) {
             Schedule schedule = take(instantiatePolicy(policy, p, params));
             PySchedule out =
                 finish(std::move(p), std::move(schedule), "policy");
-            std::string choice = policy.name;
-            for (const Policy::Param &q : policy.params) {
-              auto it = params.find(q.name);
-              choice += fmt::format(" {}={}", q.name,
-                                    it == params.end() ? q.value : it->second);
-            }
-            out.choice = choice;
+            out.choice = describePolicyChoice(policy, params);
             return out;
           },
           nb::arg("problem"),
@@ -738,6 +746,39 @@ NB_MODULE(_core, m) {
           "The schedule the policy gives the problem (kind 'policy', choice "
           "the policy's name and parameter values), verified and "
           "simulated.")
+      .def(
+          "search",
+          [](const Policy &policy, const Problem &problem,
+             std::optional<double> memoryLimit, const std::string &objective,
+             const std::map<std::string, int64_t> &fixed) {
+            Problem p = checkedProblem(problem);
+            Objective goal = take(parseObjective(objective));
+            PolicySearchResult found;
+            {
+              nb::gil_scoped_release release;
+              llvm::Expected<PolicySearchResult> r = searchPolicy(
+                  policy, p, fixed, memoryLimit.value_or(0.0), goal);
+              if (!r) {
+                std::string message = llvm::toString(r.takeError());
+                nb::gil_scoped_acquire acquire;
+                throw ScheduleFailure(message);
+              }
+              found = std::move(*r);
+            }
+            PySchedule out =
+                finish(std::move(p), std::move(found.schedule), "policy");
+            out.choice = describePolicyChoice(policy, found.params);
+            out.objective = objective;
+            return out;
+          },
+          nb::arg("problem"), nb::arg("memory_limit") = nb::none(),
+          nb::arg("objective") = "makespan",
+          nb::arg("fixed") = std::map<std::string, int64_t>(),
+          "The best schedule over every combination of the parameters not in "
+          "`fixed` (whole ranges), every rank's activation peak within "
+          "memory_limit (None: no limit), by objective; a tie goes to the "
+          "combination found first (declaration order, each from its low "
+          "end). Its choice names the values.")
       .def(
           "verify",
           [](const Policy &policy, std::pair<int, int> ranks,

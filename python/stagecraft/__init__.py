@@ -84,19 +84,27 @@ def schedule(problem: Problem, kind: str = "1f1b", *args,
              params: Optional[dict] = None, **kwargs) -> Schedule:
     """`--pipe-schedule`: the problem scheduled as `kind` (see
     `_core.schedule`'s options), or, with `policy` (a `Policy` or its
-    text), as that policy instantiates it with `params` (parameter
-    values by name; kind 'policy', its choice the policy's name and
-    parameter values). A policy takes no kind or other option."""
+    text) and no kind, as that policy instantiates it with `params`
+    (parameter values by name; kind 'policy', its choice the policy's name
+    and parameter values). With kind='policy-search', the policy's
+    parameters not in `params` are searched within the memory limit; with
+    kind='auto', the policy (its `params` held) is one of auto's
+    candidates, beside the library's and any in `policies=`."""
+    if params is not None and policy is None:
+        raise ScheduleError("params= sets a policy's parameters: give "
+                            "policy= too")
     if policy is None:
-        if params is not None:
-            raise ScheduleError("params= sets a policy's parameters: give "
-                                "policy= too")
         return _schedule(problem, kind, *args, **kwargs)
-    if args or kwargs or kind not in ("1f1b", "policy"):
-        raise ScheduleError("policy= schedules by the policy alone: give no "
-                            "kind or other option with it")
     if isinstance(policy, str):
         policy = Policy(policy)
+    if kind in ("auto", "policy-search"):
+        pairs = [(policy, dict(params or {}))]
+        pairs += list(kwargs.pop("policies", []))
+        return _schedule(problem, kind, *args, policies=pairs, **kwargs)
+    if args or kwargs or kind not in ("1f1b", "policy"):
+        raise ScheduleError("policy= instantiates the policy alone: give no "
+                            "kind or other option with it, or kind='auto' "
+                            "or kind='policy-search'")
     return policy.instantiate(problem, params or {})
 
 

@@ -7,7 +7,6 @@ and keeps the fastest plan within the memory limit.
 
 from __future__ import annotations
 
-import itertools
 import os
 
 from ._core import Policy, Problem, Schedule, ScheduleError, \
@@ -53,27 +52,4 @@ def search_policy(problem: Problem, policy: Policy | str,
     if limit is None:
         limit = problem.capacity if problem.capacity is not None \
             else default_memory_limit(problem)
-    names = [name for name, _, _, _ in policy.params]
-    ranges = [range(lo, hi + 1) for _, lo, hi, _ in policy.params]
-    best, least, errors = None, None, []
-    for values in itertools.product(*ranges):
-        try:
-            found = policy.instantiate(problem, dict(zip(names, values)))
-        except ScheduleError as e:
-            errors.append(str(e))
-            continue
-        peak = max(found.peak_memory)
-        least = peak if least is None else min(least, peak)
-        if limit is not None and peak > limit * (1 + 1e-9):
-            continue
-        score = found.makespan if objective == "makespan" else max(found.span)
-        if best is None or score < best[0] - 1e-9:
-            best = (score, found)
-    if best is None:
-        if least is None:
-            raise ScheduleError(errors[0] if errors else
-                                f"policy {policy.name}: nothing to try")
-        raise ScheduleError(
-            f"policy {policy.name}: no parameter values fit memory "
-            f"{limit:g}; the least any needed is {least:g}")
-    return best[1]
+    return policy.search(problem, limit, objective)

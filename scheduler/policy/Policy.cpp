@@ -16,10 +16,12 @@
 #include "scheduler/model/Simulator.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <set>
@@ -229,9 +231,9 @@ namespace {
 
 /// The values every expression of one instantiation reads.
 struct Scope {
-  std::map<std::string, int64_t> values;
+  llvm::StringMap<int64_t> values;
   std::optional<int64_t> operator()(llvm::StringRef name) const {
-    auto it = values.find(name.str());
+    auto it = values.find(name);
     if (it == values.end())
       return std::nullopt;
     return it->second;
@@ -487,12 +489,17 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
     };
     std::vector<RankState> state(p);
     // End time of each (kind, stage, microbatch) started so far.
-    std::map<std::tuple<int, int, int>, double> ends;
+    // Indexed by (kind, stage, microbatch); NaN: not started.
+    std::vector<double> ends(size_t(4) * n * m,
+                             std::numeric_limits<double>::quiet_NaN());
+    auto slot = [&](ActionKind k, int s, int mb) -> double & {
+      return ends[(static_cast<size_t>(k) * n + s) * m + mb];
+    };
     auto endOf = [&](ActionKind k, int s, int mb) -> std::optional<double> {
-      auto it = ends.find({static_cast<int>(k), s, mb});
-      if (it == ends.end())
+      double e = slot(k, s, mb);
+      if (std::isnan(e))
         return std::nullopt;
-      return it->second;
+      return e;
     };
     auto cost = [&](const Action &a) {
       const Stage &st = problem.stages[a.stage];
@@ -549,15 +556,21 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
       remaining += fSeq[r].size() + bSeq[r].size() * (split ? 2 : 1);
     double now = 0.0;
     std::set<double> times = {0.0};
+    int64_t &rankValue = scope.values["rank"];
+    int64_t &forwardsValue = scope.values["forwards_issued"];
+    int64_t &backwardsValue = scope.values["backwards_done"];
+    int64_t &inFlightValue = scope.values["in_flight"];
+    int64_t &stageValue = scope.values["stage"];
+    int64_t &microbatchValue = scope.values["microbatch"];
     while (remaining > 0) {
       for (int r = 0; r < p; ++r) {
         RankState &st = state[r];
         if (st.freeAt > now)
           continue;
-        scope.values["rank"] = r;
-        scope.values["forwards_issued"] = st.forwards;
-        scope.values["backwards_done"] = st.backwards;
-        scope.values["in_flight"] = st.inFlight;
+        rankValue = r;
+        forwardsValue = st.forwards;
+        backwardsValue = st.backwards;
+        inFlightValue = st.inFlight;
         if (policy.cap) {
           llvm::Expected<int64_t> c = evaluatePolicyExpr(*policy.cap, scope);
           if (!c)
@@ -579,8 +592,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
               continue;
           }
           if (rule.when) {
-            scope.values["stage"] = a->stage;
-            scope.values["microbatch"] = a->microbatch;
+            stageValue = a->stage;
+            microbatchValue = a->microbatch;
             llvm::Expected<int64_t> ok = evaluatePolicyExpr(*rule.when, scope);
             if (!ok)
               return failAt(fmt::format("rule on line {}: {}", rule.line,
@@ -596,7 +609,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         const Action a = *chosen;
         schedule.ranks[r].push_back(a);
         const double end = now + cost(a);
-        ends[{static_cast<int>(a.kind), a.stage, a.microbatch}] = end;
+        slot(a.kind, a.stage, a.microbatch) = end;
         st.freeAt = end;
         times.insert(end);
         for (int s : {a.stage - 1, a.stage + 1})
@@ -663,6 +676,33 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
   if (llvm::Error invalid = verifySchedule(problem, schedule))
     return failAt(llvm::toString(std::move(invalid)));
   return schedule;
+}
+
+std::string
+stagecraft::pipe::sched::describePolicyChoice(const Policy &policy,
+                                              const PolicyParams &params) {
+  std::string choice = policy.name;
+  for (const Policy::Param &q : policy.params) {
+    auto it = params.find(q.name);
+    choice += fmt::format(" {}={}", q.name,
+                          it == params.end() ? q.value : it->second);
+  }
+  return choice;
+}
+
+llvm::Expected<PolicyParams>
+stagecraft::pipe::sched::parsePolicyParams(llvm::StringRef text) {
+  PolicyParams values;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef part : parts) {
+    auto [name, value] = part.split(':');
+    int64_t v = 0;
+    if (name.trim().empty() || value.trim().getAsInteger(10, v))
+      return fail(fmt::format("params: '{}' is not NAME:INTEGER", part.str()));
+    values[name.trim().str()] = v;
+  }
+  return values;
 }
 
 llvm::Expected<PolicyFamilyReport>

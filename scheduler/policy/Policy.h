@@ -90,6 +90,16 @@ llvm::Expected<Policy> parsePolicy(llvm::StringRef text);
 /// Parameter values by name; a parameter not given takes its default.
 using PolicyParams = std::map<std::string, int64_t>;
 
+/// Parameter values as `NAME:VALUE` pairs separated by commas
+/// ("offset:2,depth:1"); fails naming a pair that is not NAME:INTEGER.
+llvm::Expected<PolicyParams> parsePolicyParams(llvm::StringRef text);
+
+/// The policy's name and each parameter's value ("zb offset=2"), as
+/// schedules record the choice; a parameter not in \p params takes its
+/// default.
+std::string describePolicyChoice(const Policy &policy,
+                                 const PolicyParams &params);
+
 /// Whether \p problem is inside the policy's `requires` (false, with the
 /// failing requirement in \p why, when not).
 llvm::Expected<bool> policyApplies(const Policy &policy, const Problem &problem,

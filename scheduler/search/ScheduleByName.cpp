@@ -5,6 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduler/search/ScheduleByName.h"
+
+#include "scheduler/policy/Library.h"
+#include "scheduler/policy/PolicySearch.h"
 #include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/ExactSearch.h"
 #include "scheduler/search/IlpSearch.h"
@@ -153,6 +156,85 @@ stagecraft::pipe::sched::scheduleByName(const Problem &problem,
                         ? "; microbatches shortest first"
                         : "; microbatches longest and shortest alternating";
   return std::move(*best);
+}
+
+/// The activation memory a policy's search is held to: the request's
+/// limit, else 1F1B's highest peak without a capacity, else none (the
+/// capacity is checked when the recomputation is planned).
+static llvm::Expected<double> policyMemoryLimit(const Problem &problem,
+                                                const KindRequest &request) {
+  if (request.memoryLimit > 0.0 || problem.hasCapacity())
+    return request.memoryLimit;
+  llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
+  if (!peaks)
+    return peaks.takeError();
+  return *std::max_element(peaks->begin(), peaks->end());
+}
+
+/// auto's policy candidates: each policy of the request (and the
+/// library's) searched within the memory limit; a policy that does not
+/// apply to the problem, or fits no setting, is left out.
+template <typename Candidates>
+static llvm::Error addPolicyCandidates(const Problem &problem,
+                                       const KindRequest &request,
+                                       Candidates &candidates) {
+  std::vector<KindRequest::PolicyCandidate> policies = request.policies;
+  if (request.libraryPolicies)
+    for (const Policy &p : libraryPolicies())
+      policies.push_back({p, {}});
+  if (policies.empty())
+    return llvm::Error::success();
+  llvm::Expected<double> limit = policyMemoryLimit(problem, request);
+  if (!limit)
+    return limit.takeError();
+  for (const KindRequest::PolicyCandidate &c : policies) {
+    llvm::Expected<PolicySearchResult> found =
+        searchPolicy(c.policy, problem, c.fixed, *limit, request.objective);
+    if (!found) {
+      llvm::consumeError(found.takeError());
+      continue;
+    }
+    candidates.push_back(
+        {"policy " + describePolicyChoice(c.policy, found->params),
+         std::move(found->schedule)});
+  }
+  return llvm::Error::success();
+}
+
+/// kind=policy-search: the one policy of the request, its parameters set
+/// by search within the memory limit, its recomputation planned.
+static llvm::Expected<KindResult> searchOnePolicy(const Problem &problem,
+                                                  const KindRequest &request) {
+  if (request.policies.size() != 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("kind=policy-search searches one policy's parameters; "
+                    "{} given (name it with policy=)",
+                    request.policies.size()));
+  const KindRequest::PolicyCandidate &c = request.policies.front();
+  llvm::Expected<double> limit = policyMemoryLimit(problem, request);
+  if (!limit)
+    return limit.takeError();
+  llvm::Expected<PolicySearchResult> found =
+      searchPolicy(c.policy, problem, c.fixed, *limit, request.objective);
+  if (!found)
+    return found.takeError();
+  RecomputePolicy recompute =
+      request.recompute.value_or(defaultRecomputePolicy(problem));
+  llvm::Expected<RecomputeOutcome> planned =
+      planRecomputation(problem, found->schedule, recompute);
+  if (!planned)
+    return planned.takeError();
+  KindResult result;
+  result.schedule = std::move(found->schedule);
+  result.timeline = std::move(planned->timeline);
+  result.recompute = planned->chosen;
+  result.choice =
+      fmt::format("policy {} ({} of {} settings within memory {:g})",
+                  describePolicyChoice(c.policy, found->params), found->fitting,
+                  found->tried, *limit);
+  result.lowerBound = lowerBound(problem);
+  return result;
 }
 
 static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
@@ -315,6 +397,9 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
       result.spanBound = found->spanBound;
       candidates.push_back({found->name, std::move(found->schedule)});
     }
+    if (!attention)
+      if (llvm::Error e = addPolicyCandidates(problem, request, candidates))
+        return std::move(e);
     if (joint) {
       // The activation memory the capacities leave beside the params of
       // the contiguous placement (the least any rank has left there).
@@ -373,6 +458,8 @@ static llvm::Expected<KindResult> scheduleOne(const Problem &problem,
       result.choice += " + recompute " + result.recompute;
     return result;
   }
+  if (request.kind == "policy-search")
+    return searchOnePolicy(problem, request);
   llvm::Expected<ScheduleKind> parsed = parseScheduleKind(request.kind);
   if (!parsed)
     return parsed.takeError();

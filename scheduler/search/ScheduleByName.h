@@ -13,6 +13,7 @@
 
 #include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Policy.h"
 #include "scheduler/search/Recompute.h"
 
 #include <functional>
@@ -47,6 +48,17 @@ struct KindRequest {
   /// What auto and the zero-bubble kinds minimize (kind=exact: the
   /// makespan only).
   Objective objective = Objective::Makespan;
+  /// A policy auto tries beside its own search, or the one
+  /// kind=policy-search searches: its parameters not in `fixed` are set by
+  /// search (searchPolicy) within the memory limit.
+  struct PolicyCandidate {
+    Policy policy;
+    PolicyParams fixed;
+  };
+  /// auto: these and, with `libraryPolicies`, the library's
+  /// (examples/policies); kind=policy-search: exactly one.
+  std::vector<PolicyCandidate> policies;
+  bool libraryPolicies = true;
 };
 
 struct KindResult {
@@ -74,16 +86,18 @@ Problem reorderedMicrobatches(const Problem &problem,
                               llvm::ArrayRef<int> order);
 
 /// The schedule of \p problem for \p request, with its recomputation
-/// planned. With `lengths`, auto also chooses the microbatch order: as
-/// given, longest first, shortest first, and longest and shortest
-/// alternating, each searched for an equal share of the time left (orders
-/// the time does not reach are skipped) under the same memory limit (default:
-/// 1F1B's highest peak with the order as given). unknown kinds, bad options, a
-/// fixed kind over its memory limit and a plan over the pipeline's capacity
-/// fail with a message. With a capacity, auto searches kind x recomputation:
-/// its own search (at its default limit, and at the activation memory the
-/// capacity leaves) and every fixed kind that applies, each with its
-/// recomputation planned; the fastest that fits wins.
+/// planned. auto also tries the policies (each searched within its memory
+/// limit: the one given, else 1F1B's highest peak, else the capacity) and
+/// keeps the first best; its choice then reads "policy NAME k=v". With
+/// `lengths`, auto also chooses the microbatch order: as given, longest first,
+/// shortest first, and longest and shortest alternating, each searched for an
+/// equal share of the time left (orders the time does not reach are skipped)
+/// under the same memory limit (default: 1F1B's highest peak with the order as
+/// given). unknown kinds, bad options, a fixed kind over its memory limit and a
+/// plan over the pipeline's capacity fail with a message. With a capacity, auto
+/// searches kind x recomputation: its own search (at its default limit, and at
+/// the activation memory the capacity leaves) and every fixed kind that
+/// applies, each with its recomputation planned; the fastest that fits wins.
 llvm::Expected<KindResult> scheduleByName(const Problem &problem,
                                           const KindRequest &request);
 

@@ -1,0 +1,64 @@
+// RUN: stagecraft-opt %s -split-input-file -verify-diagnostics
+
+// Tests that an unknown action in a pattern is an error at its statement.
+pipe.policy @p {
+  "warmup ranks - rank - 1"
+  // expected-error @below {{'Q' is not an action (F, B, I or W)}}
+  "steady F Q"
+}
+
+// -----
+
+// Tests that an expression's error points at its column: an unknown name.
+pipe.policy @p {
+  // expected-error @below {{unknown name 'rnak'}}
+  "warmup ranks - rnak - 1"
+  "steady F B"
+}
+
+// -----
+
+// Tests that an unknown statement is named.
+pipe.policy @p {
+  // expected-error @below {{unknown statement 'order' (policy, placement, group, backwards, warmup, steady, rule, param, cap, requires)}}
+  "order F B"
+  "steady F B"
+}
+
+// -----
+
+// Tests that a policy needs phases or rules.
+// expected-error @below {{policy p: no order: give 'warmup' and 'steady', or 'rule' lines}}
+pipe.policy @p {
+  "placement loop"
+}
+
+// -----
+
+// Tests that an empty parameter range is refused.
+pipe.policy @p {
+  // expected-error @below {{parameter 'k' has an empty range 3..1}}
+  "param k 3..1"
+  "rule F"
+  "rule B"
+}
+
+// -----
+
+// Tests that a statement names itself once.
+pipe.policy @p {
+  "warmup 1"
+  "steady F B"
+  // expected-error @below {{'warmup' given twice (first on statement 1)}}
+  "warmup 2"
+}
+
+// -----
+
+// Tests that phases and rules are not combined.
+// expected-error @below {{phases (warmup, steady) and rules together are not supported yet}}
+pipe.policy @p {
+  "warmup 1"
+  "steady F B"
+  "rule F"
+}
