@@ -19,6 +19,7 @@
 #include "scheduler/model/Simulator.h"
 #include "scheduler/policy/Policy.h"
 #include "scheduler/policy/PolicySearch.h"
+#include "scheduler/search/DataParallelSearch.h"
 #include "scheduler/search/IlpSearch.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
@@ -829,6 +830,72 @@ NB_MODULE(_core, m) {
           "{'held': N, 'skipped': K} (K points outside the policy's "
           "requires); raises ScheduleError at the first failing point, "
           "naming it.");
+  m.def(
+      "plan_data_parallel",
+      [](const Problem &problem, int degree, std::vector<double> gradBytes,
+         const std::string &sharding, int shardGroup, double latency,
+         double bandwidth, double interLatency, double interBandwidth,
+         double optimizerPerByte, std::optional<double> memoryLimit,
+         double timeLimit) {
+        Problem p = checkedProblem(problem);
+        DataParallel dp;
+        dp.degree = degree;
+        dp.sharding = take(parseSharding(sharding));
+        dp.shardGroup = shardGroup;
+        dp.latency = latency;
+        dp.bandwidth = bandwidth;
+        dp.interLatency = interLatency;
+        dp.interBandwidth = interBandwidth;
+        dp.gradBytes = std::move(gradBytes);
+        dp.optimizerPerByte = optimizerPerByte;
+        if (!(timeLimit > 0.0) || !std::isfinite(timeLimit))
+          throw ScheduleFailure("time_limit must be a finite number of "
+                                "seconds > 0");
+        KindRequest request;
+        request.memoryLimit = memoryLimit.value_or(0.0);
+        request.timeLimit = timeLimit;
+        DataParallelPlan plan;
+        {
+          nb::gil_scoped_release release;
+          llvm::Expected<DataParallelPlan> found =
+              planDataParallel(p, dp, request);
+          if (!found) {
+            std::string message = llvm::toString(found.takeError());
+            nb::gil_scoped_acquire acquire;
+            throw ScheduleFailure("cannot plan pipeline @" + p.name +
+                                  " inside data parallelism: " + message);
+          }
+          plan = std::move(*found);
+        }
+        nb::dict out;
+        out["step"] = plan.dp.step;
+        out["exposed"] = plan.dp.exposed;
+        out["bound"] = plan.bound;
+        out["shift"] = plan.dp.shift;
+        out["held_bytes"] = plan.dp.heldBytes;
+        out["choice"] = plan.schedule;
+        out["placement"] = plan.placement;
+        PySchedule schedule =
+            finish(std::move(p), std::move(plan.plan), "data-parallel");
+        schedule.choice = plan.schedule + "; " + plan.placement;
+        out["schedule"] = nb::cast(std::move(schedule), nb::rv_policy::move);
+        return out;
+      },
+      nb::arg("problem"), nb::arg("degree"), nb::arg("grad_bytes"),
+      nb::arg("sharding") = "none", nb::arg("shard_group") = 1,
+      nb::arg("latency") = 0.0, nb::arg("bandwidth") = 1.0,
+      nb::arg("inter_latency") = 0.0, nb::arg("inter_bandwidth") = 1.0,
+      nb::arg("optimizer_per_byte") = 0.0, nb::arg("memory_limit") = nb::none(),
+      nb::arg("time_limit") = 2.0,
+      "The pipeline inside data parallelism (docs/data-parallel.md): "
+      "`degree` replicas, each stage's gradient bytes, sharding none, full "
+      "or hybrid (`shard_group` replicas a group), the data-parallel link "
+      "(time per ring step, bytes per time unit; inter_* across hybrid's "
+      "groups) and the optimizer's time per gradient byte. Chooses the "
+      "schedule (every kind within the memory limit and auto's, each also "
+      "with W after I), the reductions' placement and bucket size for the "
+      "shortest step. Returns {'step', 'exposed' (per rank), 'bound', "
+      "'shift', 'held_bytes', 'choice', 'placement', 'schedule'}.");
   m.def(
       "default_memory_limit",
       [](const Problem &problem) -> std::optional<double> {

@@ -35,6 +35,7 @@ from ._core import (
     default_memory_limit,
     from_csv,
     kinds,
+    plan_data_parallel,
     problem_from_json,
 )
 from ._core import schedule as _schedule
@@ -198,6 +199,7 @@ __all__ = [
     "kinds",
     "load",
     "load_plan",
+    "plan_data_parallel",
     "plan_from_json",
     "search_policy",
     "problem_from_json",

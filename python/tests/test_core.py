@@ -681,6 +681,35 @@ def test_auto_and_policy_search_take_policies():
         sc.schedule(p, "gpipe", policy=zb)
 
 
+def test_plan_data_parallel_chooses_the_schedule_with_its_reductions():
+    # 4 ranks inside 8 replicas: the plan is never slower than 1F1B with
+    # torch's rule (the same model, one candidate of the plan), stays above
+    # its bound, and says what it chose; bad specifications are one line.
+    p = problem(4, 8, stages_per_rank=1)
+    grads = [60.0] * 4
+    plan = sc.plan_data_parallel(p, 8, grads, latency=0.01, bandwidth=10.0,
+                                 time_limit=0.3)
+    assert plan["bound"] <= plan["step"] + 1e-9
+    assert len(plan["exposed"]) == 4 and plan["shift"] == 0.0
+    assert plan["schedule"].choice == \
+        f"{plan['choice']}; {plan['placement']}"
+    one = sc.schedule(p, "1f1b")
+    # 1F1B under torch's rule: rank 0 reduces after its last backward.
+    reduce = 2 * 7 * (0.01 + 60.0 / 8 / 10.0)
+    assert plan["step"] <= one.makespan + reduce + 1e-9
+    sharded = sc.plan_data_parallel(p, 8, grads, sharding="full",
+                                    latency=0.01, bandwidth=10.0,
+                                    time_limit=0.3)
+    assert sharded["shift"] > 0.0
+    with pytest.raises(sc.ScheduleError, match="shard group of 3 does not "
+                       "divide the data-parallel degree 8"):
+        sc.plan_data_parallel(p, 8, grads, sharding="hybrid", shard_group=3)
+    with pytest.raises(sc.ScheduleError, match="gradient bytes for 2 stages"):
+        sc.plan_data_parallel(p, 8, grads[:2])
+    with pytest.raises(sc.ScheduleError, match="sharding 'zero'"):
+        sc.plan_data_parallel(p, 8, grads, sharding="zero")
+
+
 def test_bad_policies_raise_located_errors(tmp_path):
     with pytest.raises(sc.ScheduleError, match="line 2, column 13: unknown "
                        "name 'stagee'"):
