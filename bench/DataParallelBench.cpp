@@ -127,9 +127,8 @@ int main(int argc, char **argv) {
                 llvm::consumeError(plan.takeError());
                 continue;
               }
-              double peak =
-                  *std::max_element(plan->timeline.peakMemory.begin(),
-                                    plan->timeline.peakMemory.end());
+              double peak = *std::max_element(plan->timeline.peakMemory.begin(),
+                                              plan->timeline.peakMemory.end());
               if (peak > limit * (1 + 1e-9))
                 continue;
               if (!rule[k] || plan->dp.step < rule[k]->dp.step)
@@ -150,10 +149,9 @@ int main(int argc, char **argv) {
                 t.placement == "torch")
               autoTorch = t.dp.step;
           if (!ours || !rule[0] || !rule[1]) {
-            fmt::print(stderr, "error: {} PP {} DP {}: {}\n", model.name, pp,
-                       dp,
-                       ours ? "no kind fits"
-                            : llvm::toString(ours.takeError()));
+            fmt::print(
+                stderr, "error: {} PP {} DP {}: {}\n", model.name, pp, dp,
+                ours ? "no kind fits" : llvm::toString(ours.takeError()));
             return 1;
           }
           const double baseline = std::min(rule[0]->dp.step, rule[1]->dp.step);

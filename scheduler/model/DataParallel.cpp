@@ -36,8 +36,8 @@ bool forwardOf(const Action &a, int stage) {
 double gatherTime(const DataParallel &dp, double bytes) {
   if (dp.sharding == DataParallel::Sharding::None)
     return 0.0;
-  int n = dp.sharding == DataParallel::Sharding::Full ? dp.degree
-                                                      : dp.shardGroup;
+  int n =
+      dp.sharding == DataParallel::Sharding::Full ? dp.degree : dp.shardGroup;
   return reduceScatterTime(bytes, n, dp.latency, dp.bandwidth);
 }
 
@@ -48,8 +48,7 @@ double reduceTime(const DataParallel &dp, double bytes) {
   case DataParallel::Sharding::Full:
     return reduceScatterTime(bytes, dp.degree, dp.latency, dp.bandwidth);
   case DataParallel::Sharding::Hybrid:
-    return reduceScatterTime(bytes, dp.shardGroup, dp.latency,
-                             dp.bandwidth) +
+    return reduceScatterTime(bytes, dp.shardGroup, dp.latency, dp.bandwidth) +
            allReduceTime(bytes / dp.shardGroup, dp.degree / dp.shardGroup,
                          dp.interLatency, dp.interBandwidth);
   }
@@ -71,8 +70,8 @@ double updatedShare(const DataParallel &dp) {
 
 llvm::Error check(const Problem &problem, const DataParallel &dp) {
   if (dp.degree < 1)
-    return fail(fmt::format("data-parallel degree {} must be at least 1",
-                            dp.degree));
+    return fail(
+        fmt::format("data-parallel degree {} must be at least 1", dp.degree));
   if (dp.sharding == DataParallel::Sharding::Hybrid &&
       (dp.shardGroup < 1 || dp.degree % dp.shardGroup != 0))
     return fail(fmt::format("hybrid sharding: a shard group of {} does not "
@@ -192,8 +191,7 @@ stagecraft::pipe::sched::simulateDataParallel(
         return firstForward[a] < firstForward[b];
       });
       for (int s : order) {
-        DataParallelOp op{DataParallelOp::Kind::Gather, s, 0,
-                          dp.gradBytes[s]};
+        DataParallelOp op{DataParallelOp::Kind::Gather, s, 0, dp.gradBytes[s]};
         op.release = op.start = channelFree[r];
         op.end = op.start + gatherTime(dp, dp.gradBytes[s]);
         channelFree[r] = op.end;
@@ -220,10 +218,9 @@ stagecraft::pipe::sched::simulateDataParallel(
         buckets = std::max(
             1, static_cast<int>(std::ceil(bytes / options.bucketBytes - 1e-9)));
       for (int k = 0; k < buckets; ++k) {
-        DataParallelOp op{DataParallelOp::Kind::Reduce, s, k,
-                          bytes / buckets};
-        op.release = buckets == 1 ? end
-                                  : start + (end - start) * (k + 1) / buckets;
+        DataParallelOp op{DataParallelOp::Kind::Reduce, s, k, bytes / buckets};
+        op.release =
+            buckets == 1 ? end : start + (end - start) * (k + 1) / buckets;
         reductions.push_back(op);
       }
     }
@@ -255,14 +252,14 @@ stagecraft::pipe::sched::simulateDataParallel(
   const double pipelineEnd =
       *std::max_element(out.computeEnd.begin(), out.computeEnd.end());
   for (int r = 0; r < p; ++r)
-    out.exposed[r] =
-        std::max(0.0, out.commEnd[r] - pipelineEnd) + out.shift;
+    out.exposed[r] = std::max(0.0, out.commEnd[r] - pipelineEnd) + out.shift;
   return out;
 }
 
-double stagecraft::pipe::sched::dataParallelLowerBound(
-    const Problem &problem, const Schedule &schedule, double computeBound,
-    const DataParallel &dp) {
+double stagecraft::pipe::sched::dataParallelLowerBound(const Problem &problem,
+                                                       const Schedule &schedule,
+                                                       double computeBound,
+                                                       const DataParallel &dp) {
   if (llvm::Error e = check(problem, dp)) {
     llvm::consumeError(std::move(e));
     return computeBound;
@@ -300,10 +297,9 @@ double stagecraft::pipe::sched::dataParallelLowerBound(
     if (!std::isfinite(earliest))
       continue;
     const double optimizer = dp.optimizerPerByte * bytes * updatedShare(dp);
-    bound = std::max(bound,
-                     std::max({work, earliest + reductions,
-                               gathers + reductions}) +
-                         optimizer);
+    bound = std::max(
+        bound, std::max({work, earliest + reductions, gathers + reductions}) +
+                   optimizer);
   }
   return bound;
 }

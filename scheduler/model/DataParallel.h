@@ -99,8 +99,7 @@ struct DataParallelTimeline {
 /// Time of one collective of \p bytes over \p ranks ranks on a ring:
 /// all-reduce 2 (n - 1) steps of bytes / n, reduce-scatter and all-gather
 /// n - 1.
-double allReduceTime(double bytes, int ranks, double latency,
-                     double bandwidth);
+double allReduceTime(double bytes, int ranks, double latency, double bandwidth);
 double reduceScatterTime(double bytes, int ranks, double latency,
                          double bandwidth);
 

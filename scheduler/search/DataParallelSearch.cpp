@@ -29,8 +29,8 @@ planOf(const Problem &problem, const Schedule &schedule,
   plan.timeline = timeline;
   plan.options = options;
   plan.dp = std::move(*step);
-  plan.bound = dataParallelLowerBound(problem, schedule, lowerBound(problem),
-                                      dp);
+  plan.bound =
+      dataParallelLowerBound(problem, schedule, lowerBound(problem), dp);
   return plan;
 }
 

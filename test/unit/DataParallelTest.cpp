@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduler/kinds/Kinds.h"
 #include "scheduler/model/DataParallel.h"
+#include "scheduler/kinds/Kinds.h"
 #include "scheduler/search/DataParallelSearch.h"
 
 #include "TestUtil.h"
@@ -46,7 +46,8 @@ TEST(DataParallel, CollectivesOnARing) {
 
 TEST(DataParallel, OneReplicaIsThePipelineAndItsOptimizer) {
   Problem problem = uniformProblem(4, 8, 4);
-  Schedule s = llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Schedule s =
+      llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
   Timeline t = llvm::cantFail(simulate(problem, s));
   DataParallel dp = ddp(problem, 1, 100.0);
   DataParallelTimeline step =
@@ -70,8 +71,8 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
                                  ReducePlacement::Bucketed}) {
             const bool two = kind == ScheduleKind::ZBV ||
                              kind == ScheduleKind::Interleaved1F1B;
-            Problem problem = uniformProblem(p, m, two ? 2 * p : p,
-                                             {1.0, 1.1, 0.9}, 0.05);
+            Problem problem =
+                uniformProblem(p, m, two ? 2 * p : p, {1.0, 1.1, 0.9}, 0.05);
             Schedule s = llvm::cantFail(generateSchedule(problem, {kind}));
             Timeline t = llvm::cantFail(simulate(problem, s));
             DataParallel dp = ddp(problem, 4, 40.0);
@@ -79,8 +80,8 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
             dp.shardGroup = 2;
             dp.interBandwidth = 5.0;
             DataParallelOptions options{placement, 15.0};
-            DataParallelTimeline step =
-                llvm::cantFail(simulateDataParallel(problem, s, t, dp, options));
+            DataParallelTimeline step = llvm::cantFail(
+                simulateDataParallel(problem, s, t, dp, options));
             const std::string where =
                 fmt::format("{} p={} m={} {} {}", scheduleKindName(kind).str(),
                             p, m, shardingName(sharding).str(),
@@ -120,8 +121,8 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
                                           ? lastGradStart[op.stage]
                                           : lastGradEnd[op.stage];
                   EXPECT_GE(op.start, from + step.shift - 1e-9) << where;
-                  EXPECT_LE(op.release, lastGradEnd[op.stage] + step.shift +
-                                            1e-9)
+                  EXPECT_LE(op.release,
+                            lastGradEnd[op.stage] + step.shift + 1e-9)
                       << where;
                 }
                 if (op.kind == DataParallelOp::Kind::Gather) {
@@ -144,8 +145,7 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
               EXPECT_GT(step.heldBytes[r], 0.0) << where;
             }
             EXPECT_GE(step.step, t.makespan - 1e-9) << where;
-            const double bound =
-                dataParallelLowerBound(problem, s, 0.0, dp);
+            const double bound = dataParallelLowerBound(problem, s, 0.0, dp);
             EXPECT_LE(bound, step.step + 1e-9) << where;
             ++checked;
           }
@@ -154,7 +154,8 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
 
 TEST(DataParallel, OneFOneBHidesTheLastRanksReductionNotTheFirsts) {
   Problem problem = uniformProblem(4, 8, 4);
-  Schedule s = llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Schedule s =
+      llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
   Timeline t = llvm::cantFail(simulate(problem, s));
   // A reduction of 3 time units: shorter than the last rank's drain.
   DataParallel dp = ddp(problem, 2, 0.0);
@@ -183,8 +184,8 @@ TEST(DataParallel, PlanNeverSlowerThanAKindUnderEitherRule) {
         llvm::Expected<DataParallelPlan> best =
             planDataParallel(problem, dp, request, &tried);
         ASSERT_TRUE(!!best) << llvm::toString(best.takeError());
-        const std::string where = fmt::format("p={} m={} {}", p, m,
-                                              shardingName(sharding).str());
+        const std::string where =
+            fmt::format("p={} m={} {}", p, m, shardingName(sharding).str());
         EXPECT_GE(best->dp.step, best->bound - 1e-9) << where;
         const std::vector<double> peaks =
             llvm::cantFail(oneFOneBPeakMemory(problem));
@@ -231,7 +232,8 @@ TEST(DataParallel, WeightsAfterInputsKeepsTheWork) {
 
 TEST(DataParallel, BadSpecificationsFailNamingWhatIsWrong) {
   Problem problem = uniformProblem(2, 2, 2);
-  Schedule s = llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
+  Schedule s =
+      llvm::cantFail(generateSchedule(problem, {ScheduleKind::OneFOneB}));
   Timeline t = llvm::cantFail(simulate(problem, s));
   auto error = [&](DataParallel dp) {
     llvm::Expected<DataParallelTimeline> r =
