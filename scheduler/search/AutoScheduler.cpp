@@ -35,71 +35,6 @@
 
 using namespace stagecraft::pipe::sched;
 
-/// On devices of different speeds: \p problem with the costs as each
-/// stage's rank sees them; none when every device has speed 1.
-static std::optional<Problem> deviceScaled(const Problem &problem,
-                                           llvm::ArrayRef<int> placement) {
-  for (const Problem::Device &d : problem.devices)
-    if (d.speed != 1.0)
-      return scaledForDevices(problem, placement);
-  return std::nullopt;
-}
-
-double stagecraft::pipe::sched::lowerBound(const Problem &problem,
-                                           llvm::ArrayRef<int> placement) {
-  if (std::optional<Problem> scaled = deviceScaled(problem, placement))
-    return lowerBound(*scaled, placement);
-  const int n = problem.numStages(), p = problem.ranks;
-  std::vector<double> work(p, 0.0), chain(p, -1.0);
-  // The earliest a forward of stage s can start: the longest path of
-  // (shortest) forwards and latencies from a source (a chain: everything
-  // before it).
-  std::vector<double> earliest(n, 0.0), forwardOf(n, 0.0);
-  for (int s = 0; s < n; ++s) {
-    int r = placement[s];
-    for (int i : problem.inputsOf(s))
-      earliest[s] = std::max(earliest[s],
-                             earliest[i] + forwardOf[i] +
-                                 (placement[i] != r ? problem.latency : 0.0));
-    chain[r] = chain[r] < 0.0 ? earliest[s] : std::min(chain[r], earliest[s]);
-    const Stage &stage = problem.stages[s];
-    // With lengths: each microbatch's own work, and the chain of the one
-    // whose forward here is shortest.
-    double total = 0.0, shortest = std::numeric_limits<double>::infinity();
-    for (int m = 0; m < problem.microbatches; ++m) {
-      double c = problem.costScale(s, m);
-      total += c;
-      shortest = std::min(shortest, c);
-    }
-    work[r] += total * (stage.forward + stage.leastBackward());
-    forwardOf[s] = shortest * stage.forward;
-  }
-  double bound = 0.0;
-  for (int r = 0; r < p; ++r)
-    bound = std::max(bound, std::max(chain[r], 0.0) + work[r]);
-  return bound;
-}
-
-double stagecraft::pipe::sched::spanLowerBound(const Problem &problem,
-                                               llvm::ArrayRef<int> placement) {
-  if (std::optional<Problem> scaled = deviceScaled(problem, placement))
-    return spanLowerBound(*scaled, placement);
-  std::vector<double> work(problem.ranks, 0.0);
-  for (int s = 0; s < problem.numStages(); ++s) {
-    const Stage &stage = problem.stages[s];
-    double total = 0.0;
-    for (int m = 0; m < problem.microbatches; ++m)
-      total += problem.costScale(s, m);
-    // An overlapped F&B saves at most the mean of its two stages' gains,
-    // and each F and each B is in one pair at most.
-    work[placement[s]] +=
-        total * std::max(0.0, stage.forward + stage.leastBackward() -
-                                  stage.overlapGain());
-  }
-  return std::max(*std::max_element(work.begin(), work.end()),
-                  roundTripSpanBound(problem, placement));
-}
-
 namespace {
 /// Problems up to this many actions (3 x stages x microbatches) also get
 /// the exact search, each placement up to kExactNodes nodes (about 0.1 s).
@@ -538,13 +473,6 @@ static void improveOrders(Search &search, Schedule current,
       order.insert(order.begin() + from, moved);
     }
   }
-}
-
-double stagecraft::pipe::sched::lowerBound(const Problem &problem) {
-  double bound = std::numeric_limits<double>::infinity();
-  for (const NamedPlacement &p : candidatePlacements(problem))
-    bound = std::min(bound, lowerBound(problem, p.placement));
-  return bound;
 }
 
 llvm::Expected<AutoResult>
