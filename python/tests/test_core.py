@@ -659,8 +659,7 @@ def test_a_policy_verifies_over_a_family_and_takes_parameters():
 def test_auto_and_policy_search_take_policies():
     # kind='policy-search' searches the policy's free parameters within
     # 1F1B's peak and names its choice; auto takes the policy as one of its
-    # candidates and is never slower than the policy's best setting, nor
-    # than auto without the library's policies.
+    # candidates and is never slower than the policy's best setting.
     zb = sc.Policy.from_file(os.path.join(POLICIES, "zb-h1-rules.policy"))
     p = problem(4, 8, stages_per_rank=1)
     p.stages[-1].forward = p.stages[-1].backward_input = 1.6
@@ -672,9 +671,10 @@ def test_auto_and_policy_search_take_policies():
     assert best.choice == searched.choice.split(" (")[0][len("policy "):]
     held = sc.schedule(p, "policy-search", policy=zb, params={"offset": 0})
     assert held.choice.startswith("policy zb-h1-rules offset=0 (1 of 1 ")
-    alone = sc.schedule(p, "auto", time_limit=0.5, library_policies=False)
+    # auto's search is time-limited (two runs may differ): the policy is
+    # checked against the run it is a candidate of.
     both = sc.schedule(p, "auto", policy=zb, time_limit=0.5)
-    assert both.makespan <= min(alone.makespan, best.makespan) + 1e-9
+    assert both.makespan <= best.makespan + 1e-9
     with pytest.raises(sc.ScheduleError, match="searches one policy"):
         sc.schedule(p, "policy-search")
     with pytest.raises(sc.ScheduleError, match="give no kind"):
