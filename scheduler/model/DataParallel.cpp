@@ -169,7 +169,10 @@ stagecraft::pipe::sched::simulateDataParallel(
   for (int r = 0; r < p; ++r)
     for (const TimedAction &t : timeline.ranks[r]) {
       out.computeEnd[r] = std::max(out.computeEnd[r], t.end);
-      for (int s = 0; s < n; ++s) {
+      // Only the action's own stages can match (its backward half's too).
+      for (int s : {t.action.stage, t.action.backwardStage}) {
+        if (s < 0 || s >= n)
+          continue;
         if (forwardOf(t.action, s))
           firstForward[s] = std::min(firstForward[s], t.start);
         if (gradientOf(t.action, s) &&
