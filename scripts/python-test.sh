@@ -6,7 +6,7 @@
 #     no LLVM, MLIR or fmt in its `ldd`; `auditwheel repair` gives the
 #     manylinux wheel (dist/), which must stay under 10 MB;
 #  3. that wheel goes into a fresh virtual environment (build-python/venv,
-#     cleared each run) with pytest, numpy and torch from PyPI,
+#     cleared each run) with pytest, numpy, torch and torchtitan from PyPI,
 #     and the suite runs from outside the source tree with an empty
 #     LD_LIBRARY_PATH; stagecraft-translate from build/bin is on PATH for
 #     `stagecraft.load` (the C++ build runs first).
@@ -45,7 +45,9 @@ fi
 
 venv=build-python/venv
 python3 -m venv --clear "$venv"
-"$venv/bin/pip" install "${pip_quiet[@]}" pytest numpy torch "$wheel"
+# torchtitan 0.3.0: the release stagecraft.titan and its CPU harness
+# (python/tests/titan_cpu.py) are tested against.
+"$venv/bin/pip" install "${pip_quiet[@]}" pytest numpy torch torchtitan==0.3.0 "$wheel"
 # Outside the checkout, so that only the installed wheel can be imported.
 cd "$unpacked"
 PATH="$root/build/bin:$PATH" LD_LIBRARY_PATH= STAGECRAFT_WHEEL_TEST=1 \

@@ -21,6 +21,7 @@
 #include "scheduler/policy/PolicySearch.h"
 #include "scheduler/search/DataParallelSearch.h"
 #include "scheduler/search/IlpSearch.h"
+#include "scheduler/search/Partition.h"
 #include "scheduler/search/Recompute.h"
 #include "scheduler/search/ScheduleByName.h"
 
@@ -38,6 +39,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -910,6 +912,60 @@ NB_MODULE(_core, m) {
       "the highest per-rank peak of 1F1B on the problem (auto, and "
       "stagecraft.torch.plan's torch orders, plan within it); None when "
       "the problem has a capacity, which governs instead.");
+  m.def(
+      "partition_layers",
+      [](const std::vector<Stage> &layers, int stages,
+         std::optional<std::vector<double>> budget,
+         std::optional<std::vector<int>> inFlight,
+         std::optional<std::vector<double>> speed) {
+        if (stages < 1 || stages > static_cast<int>(layers.size()))
+          throw ScheduleFailure(fmt::format(
+              "partition_layers: {} stages of {} layers: each stage needs at "
+              "least one layer",
+              stages, layers.size()));
+        auto perStage = [&](const auto &values, const char *what) {
+          if (values && static_cast<int>(values->size()) != stages)
+            throw ScheduleFailure(
+                fmt::format("partition_layers: {} has {} values for {} stages",
+                            what, values->size(), stages));
+        };
+        perStage(budget, "budget");
+        perStage(inFlight, "in_flight");
+        perStage(speed, "speed");
+        std::vector<Layer> chain;
+        for (const Stage &s : layers) {
+          Layer l;
+          l.name = s.name;
+          l.forward = s.forward;
+          l.backwardInput = s.backwardInput;
+          l.backwardWeight = s.backwardWeight;
+          l.activation = s.activation;
+          l.weightGrad = s.weightGrad;
+          l.params = s.params;
+          l.output = s.output;
+          chain.push_back(l);
+        }
+        PartitionTarget target;
+        target.stages = stages;
+        target.speed = speed.value_or(std::vector<double>(stages, 1.0));
+        target.budget = budget.value_or(std::vector<double>(
+            stages, std::numeric_limits<double>::infinity()));
+        target.inFlight = inFlight.value_or(std::vector<int>(stages, 1));
+        Partition partition = take(partitionLayers(chain, target));
+        std::vector<Stage> staged = stagesFromPartition(chain, partition);
+        for (size_t s = 0; s < staged.size(); ++s)
+          staged[s].name = fmt::format("s{}", s);
+        return std::make_pair(partition.first, staged);
+      },
+      nb::arg("layers"), nb::arg("stages"), nb::arg("budget") = nb::none(),
+      nb::arg("in_flight") = nb::none(), nb::arg("speed") = nb::none(),
+      "The exact cut of a chain of layers (each a Stage: its costs, "
+      "activation, params and output) into `stages` contiguous non-empty "
+      "stages whose slowest (F + I + W) / speed is least, each stage within "
+      "its `budget` (params + in_flight forwards' activations; default "
+      "unbounded). Returns (first, stages): stage s holds layers "
+      "first[s]..first[s+1]-1, and its Stage sums theirs (named s0, s1, "
+      "...). Raises ScheduleError naming the stage when nothing fits.");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

@@ -35,6 +35,7 @@ from ._core import (
     default_memory_limit,
     from_csv,
     kinds,
+    partition_layers,
     plan_data_parallel,
     problem_from_json,
 )
@@ -199,6 +200,7 @@ __all__ = [
     "kinds",
     "load",
     "load_plan",
+    "partition_layers",
     "plan_data_parallel",
     "plan_from_json",
     "search_policy",
