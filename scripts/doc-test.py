@@ -13,6 +13,9 @@ What a block's info string (the word after the opening fence) means:
               continues the command); each must exit 0.
   sh gpu      the same, where `nvidia-smi -L` lists a GPU; skipped, and
               said so, elsewhere.
+  sh titan   the same, where torchtitan imports in the wheel's virtual
+              environment (the test command installs it there); skipped,
+              and said so, elsewhere.
   sh setup    the README's set-up and test commands: run like `sh`, except
               `bash scripts/test.sh`, the command that runs this runner.
   output      what the last command of the `sh` block just above prints on
@@ -198,6 +201,16 @@ def has_gpu():
         return False
 
 
+def has_torchtitan():
+    """Whether the python the docs' commands run imports torchtitan."""
+    try:
+        r = subprocess.run(["python", "-c", "import torchtitan"], env=ENV,
+                           capture_output=True, timeout=120)
+        return r.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def checkout_state():
     """Untracked, ignored and modified paths, build folders and the scratch
     folder aside."""
@@ -223,6 +236,7 @@ def main(argv):
     shutil.rmtree(os.path.join(ROOT, SCRATCH), ignore_errors=True)
     before = checkout_state()
     gpu = has_gpu()
+    titan = has_torchtitan()
     failures, ran, skipped = [], 0, []
     start = time.time()
     for path in files:
@@ -234,7 +248,7 @@ def main(argv):
                                 "(say sh, output, mlir or text)")
                 continue
             if b.lang == "sh":
-                unknown = b.attrs - {"gpu", "setup"}
+                unknown = b.attrs - {"gpu", "setup", "titan"}
                 if unknown:
                     failures.append(f"{b.where()}: unknown sh attribute(s) "
                                     f"{sorted(unknown)}")
@@ -244,6 +258,10 @@ def main(argv):
                     where = f"{path}:{line}"
                     if "gpu" in b.attrs and not gpu:
                         skipped.append(f"{where}: {cmd}  (needs a GPU)")
+                        continue
+                    if "titan" in b.attrs and not titan:
+                        skipped.append(f"{where}: {cmd}  (needs torchtitan: "
+                                       "pip install torchtitan==0.3.0)")
                         continue
                     if "setup" in b.attrs and cmd.split("#")[0].strip() == TEST_COMMAND:
                         skipped.append(f"{where}: {cmd}  (the test command, "

@@ -221,14 +221,16 @@ def plan(model: Llm, pp: int, local_batch_size: int, seq_len: int,
     stage, then `kind`'s schedule in the placement torchtitan can run
     (with auto, torch's built-in orders compete too). `units` replaces the
     FLOPs model's per-module costs (one Stage per `model.module_names()`
-    entry: profiled ones). ScheduleError names why when nothing fits."""
+    entry: profiled ones, `profile`), measured under `activation_checkpoint`
+    (default none), the one mode then tried. ScheduleError names why when
+    nothing fits."""
     if local_batch_size % microbatch_size:
         raise ScheduleError(
             f"training.local_batch_size {local_batch_size} is not divisible "
             f"by pipeline_parallel_microbatch_size {microbatch_size}")
     n_mb = local_batch_size // microbatch_size
     modes = [activation_checkpoint] if activation_checkpoint else \
-        ["none", "full"]
+        ["none"] if units is not None else ["none", "full"]
     counts = stages_per_rank or [1, 2]
     names = model.module_names()
     tried: list[tuple[str, float | None, str]] = []
