@@ -434,18 +434,29 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
   std::vector<std::vector<std::vector<Posted>>> sends(
       p, std::vector<std::vector<Posted>>(p)),
       recvs(p, std::vector<std::vector<Posted>>(p));
-  // (message, 2 x receiving rank + 1 for a send): each goes once.
-  llvm::DenseSet<std::pair<Message, int>> seen;
-  seen.reserve(program.numTransfers());
+  // Messages indexed densely by (kind, stage, microbatch): the rank that
+  // last produced and last received each (ranks are walked in turn, so
+  // "this rank has" is "its stamp is this rank"), and a bit per channel it
+  // went over: (its receiver's place among the message's targets, send or
+  // receive). A fan-out wider than 4 targets keeps its channels in `wide`.
+  const size_t numMessages = (static_cast<size_t>(MessageKind::QkvGrad) + 1) *
+                             problem.numStages() * problem.microbatches;
+  auto indexOf = [&](const Message &m) {
+    return (static_cast<size_t>(m.kind) * problem.numStages() + m.stage) *
+               problem.microbatches +
+           m.microbatch;
+  };
+  std::vector<int> producedOn(numMessages, -1), receivedOn(numMessages, -1);
+  std::vector<uint8_t> channels(numMessages, 0);
+  llvm::DenseSet<std::pair<Message, int>> wide;
   for (int r = 0; r < p; ++r) {
-    llvm::DenseSet<Message> produced, received;
     for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i) {
       const Instruction &instr = program.ranks[r][i];
       ScheduleSite site{r, i};
       if (instr.kind == Instruction::Kind::Compute) {
         Edges edges = crossRankEdges(problem, where, instr.action, r);
         for (auto &[msg, from] : edges.inputs)
-          if (!received.count(msg))
+          if (receivedOn[indexOf(msg)] != r)
             return scheduleError(
                 fmt::format("{} needs {} from rank {}, which rank {} has not "
                             "received before it",
@@ -453,7 +464,7 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
                             describeMessage(problem, msg), from, r),
                 site);
         for (auto &[msg, to] : edges.outputs)
-          produced.insert(msg);
+          producedOn[indexOf(msg)] = r;
         continue;
       }
       for (const CommOp &op : instr.ops) {
@@ -489,20 +500,30 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
         }
         // A message goes once over each channel (a fan-out sends it to
         // several ranks).
-        if (!seen.insert({msg, 2 * to + (op.isSend ? 1 : 0)}).second)
+        const size_t index = indexOf(msg);
+        const auto slot = llvm::find(targets, to) - targets.begin();
+        bool twice;
+        if (slot < 4) {
+          const uint8_t bit = 1u << (2 * slot + (op.isSend ? 1 : 0));
+          twice = channels[index] & bit;
+          channels[index] |= bit;
+        } else {
+          twice = !wide.insert({msg, 2 * to + (op.isSend ? 1 : 0)}).second;
+        }
+        if (twice)
           return scheduleError(
               fmt::format("{} {} twice", describeMessage(problem, msg),
                           op.isSend ? "is sent" : "is received"),
               site);
         if (op.isSend) {
-          if (!produced.count(msg))
+          if (producedOn[index] != r)
             return scheduleError(
                 fmt::format("rank {} sends {} before computing it", r,
                             describeMessage(problem, msg)),
                 site);
           sends[r][op.peer].push_back({i, msg});
         } else {
-          received.insert(msg);
+          receivedOn[index] = r;
           recvs[op.peer][r].push_back({i, msg});
         }
       }
