@@ -88,7 +88,7 @@ TEST(Ilp, AgreesWithTheExactSearchWhereBothProve) {
 
     ExactOptions exactOptions;
     exactOptions.memoryLimit = limits;
-    exactOptions.timeLimit = 2.0;
+    exactOptions.timeLimit = 2.0 * kBuildSlowdown;
     exactOptions.initial = *generateSchedule(problem, {ScheduleKind::ZBH1});
     llvm::Expected<ExactResult> exact =
         exactSchedule(problem, placement, exactOptions);
@@ -96,7 +96,7 @@ TEST(Ilp, AgreesWithTheExactSearchWhereBothProve) {
 
     IlpOptions options;
     options.memoryLimit = limits;
-    options.timeLimit = 2.0;
+    options.timeLimit = 2.0 * kBuildSlowdown;
     options.initial = start;
     llvm::Expected<IlpResult> ilp = ilpSchedule(problem, placement, options);
     ASSERT_TRUE(!!ilp) << llvm::toString(ilp.takeError());

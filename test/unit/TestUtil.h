@@ -21,6 +21,22 @@
 
 namespace stagecraft::pipe::sched::test {
 
+/// How many times slower this build runs than the release build: a test
+/// that gives a search a wall-clock limit and counts what it proves scales
+/// the limit by it. The checked build (ASan + UBSan, scripts/sanitize.sh)
+/// runs about 4 times slower.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kBuildSlowdown = 4.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr double kBuildSlowdown = 4.0;
+#else
+inline constexpr double kBuildSlowdown = 1.0;
+#endif
+#else
+inline constexpr double kBuildSlowdown = 1.0;
+#endif
+
 struct Costs {
   double forward, backwardInput, backwardWeight;
 };
