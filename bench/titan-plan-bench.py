@@ -51,7 +51,7 @@ def _builtin(model, hw, pp, n_mb, per_rank, name):
         units = titan.module_costs(model, SEQ, 1, hw, ac)
         first = titan.default_split(len(units), pp * per_rank)
         problem = sc.Problem(ranks=pp, microbatches=n_mb,
-                             stages=titan.staged(units, first))
+                             stages=sc.stages_from_partition(units, first))
         order = torch_orders(problem).get(name)
         if order is not None and max(order.peak_memory) <= hw.memory:
             return order.makespan, max(order.peak_memory), ac

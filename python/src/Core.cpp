@@ -36,6 +36,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -180,6 +181,33 @@ Timeline measuredTimeline(
 }
 
 /// A problem from the JSON `stagecraft-translate --pipe-to-problem` writes.
+/// A chain of layers from Stage values (partition_layers' input).
+std::vector<Layer> layerChain(const std::vector<Stage> &layers) {
+  std::vector<Layer> chain;
+  for (const Stage &s : layers) {
+    Layer l;
+    l.name = s.name;
+    l.forward = s.forward;
+    l.backwardInput = s.backwardInput;
+    l.backwardWeight = s.backwardWeight;
+    l.activation = s.activation;
+    l.weightGrad = s.weightGrad;
+    l.params = s.params;
+    l.output = s.output;
+    chain.push_back(l);
+  }
+  return chain;
+}
+
+/// The stages of \p partition, named s0, s1, ...
+std::vector<Stage> namedStages(llvm::ArrayRef<Layer> chain,
+                               const Partition &partition) {
+  std::vector<Stage> stages = stagesFromPartition(chain, partition);
+  for (size_t s = 0; s < stages.size(); ++s)
+    stages[s].name = fmt::format("s{}", s);
+  return stages;
+}
+
 Problem problemFromJson(const std::string &text) {
   return take(readProblemJson(text));
 }
@@ -932,19 +960,7 @@ NB_MODULE(_core, m) {
         perStage(budget, "budget");
         perStage(inFlight, "in_flight");
         perStage(speed, "speed");
-        std::vector<Layer> chain;
-        for (const Stage &s : layers) {
-          Layer l;
-          l.name = s.name;
-          l.forward = s.forward;
-          l.backwardInput = s.backwardInput;
-          l.backwardWeight = s.backwardWeight;
-          l.activation = s.activation;
-          l.weightGrad = s.weightGrad;
-          l.params = s.params;
-          l.output = s.output;
-          chain.push_back(l);
-        }
+        std::vector<Layer> chain = layerChain(layers);
         PartitionTarget target;
         target.stages = stages;
         target.speed = speed.value_or(std::vector<double>(stages, 1.0));
@@ -952,10 +968,7 @@ NB_MODULE(_core, m) {
             stages, std::numeric_limits<double>::infinity()));
         target.inFlight = inFlight.value_or(std::vector<int>(stages, 1));
         Partition partition = take(partitionLayers(chain, target));
-        std::vector<Stage> staged = stagesFromPartition(chain, partition);
-        for (size_t s = 0; s < staged.size(); ++s)
-          staged[s].name = fmt::format("s{}", s);
-        return std::make_pair(partition.first, staged);
+        return std::make_pair(partition.first, namedStages(chain, partition));
       },
       nb::arg("layers"), nb::arg("stages"), nb::arg("budget") = nb::none(),
       nb::arg("in_flight") = nb::none(), nb::arg("speed") = nb::none(),
@@ -966,6 +979,28 @@ NB_MODULE(_core, m) {
       "unbounded). Returns (first, stages): stage s holds layers "
       "first[s]..first[s+1]-1, and its Stage sums theirs (named s0, s1, "
       "...). Raises ScheduleError naming the stage when nothing fits.");
+  m.def(
+      "stages_from_partition",
+      [](const std::vector<Stage> &layers, const std::vector<int> &first) {
+        int n = static_cast<int>(layers.size());
+        bool ok = first.size() >= 2 && first.front() == 0 && first.back() == n;
+        for (size_t s = 0; ok && s + 1 < first.size(); ++s)
+          ok = first[s] < first[s + 1];
+        if (!ok)
+          throw ScheduleFailure(fmt::format(
+              "stages_from_partition: first = [{}] is not 0 < ... < {} "
+              "(each stage needs at least one layer)",
+              fmt::join(first, ", "), n));
+        std::vector<Layer> chain = layerChain(layers);
+        Partition partition;
+        partition.first = first;
+        return namedStages(chain, partition);
+      },
+      nb::arg("layers"), nb::arg("first"),
+      "The stages of a given cut of a chain of layers: stage s holds "
+      "layers first[s]..first[s+1]-1 and sums their costs, activation, "
+      "params and gradient bytes, sends its last layer's output and is "
+      "named s<s> (what partition_layers returns for its own cut).");
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");

@@ -36,6 +36,7 @@ from ._core import (
     from_csv,
     kinds,
     partition_layers,
+    stages_from_partition,
     plan_data_parallel,
     problem_from_json,
 )
@@ -201,6 +202,7 @@ __all__ = [
     "load",
     "load_plan",
     "partition_layers",
+    "stages_from_partition",
     "plan_data_parallel",
     "plan_from_json",
     "search_policy",

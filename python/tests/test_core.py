@@ -725,3 +725,32 @@ def test_bad_policies_raise_located_errors(tmp_path):
         sc.schedule(problem(2, 4, stages_per_rank=1), policy=never)
     with pytest.raises(sc.ScheduleError, match="give no kind"):
         sc.schedule(problem(2, 4), kind="zb-v", policy=never)
+
+
+def test_partition_layers_cuts_the_chain_and_its_stages_sum_the_layers():
+    layers = []
+    for i, f in enumerate((1.0, 4.0, 1.0, 1.0, 3.0, 2.0)):
+        layer = sc.Stage(forward=f, backward_input=f, backward_weight=f,
+                         activation=f, weight_grad=0.5, params=10.0 * f)
+        layer.output = float(i + 1)
+        layers.append(layer)
+    first, stages = sc.partition_layers(layers, 3)
+    assert first[0] == 0 and first[-1] == len(layers) and len(first) == 4
+    # The slowest stage is the least any cut gives: 3 * max stage sum.
+    sums = [sum(l.forward for l in layers[first[s]:first[s + 1]])
+            for s in range(3)]
+    assert max(sums) == 5.0
+    # A given cut sums its layers as partition_layers' own stages do.
+    again = sc.stages_from_partition(layers, first)
+    for mine, theirs in zip(again, stages):
+        assert (mine.name, mine.forward, mine.params, mine.output,
+                mine.layers) == (theirs.name, theirs.forward, theirs.params,
+                                 theirs.output, theirs.layers)
+    other = sc.stages_from_partition(layers, [0, 1, 6])
+    assert [s.forward for s in other] == [1.0, 11.0]
+    assert [s.weight_grad for s in other] == [0.5, 2.5]
+    assert [s.output for s in other] == [1.0, 6.0]
+    assert [s.layers for s in other] == [1, 5]
+    for bad in ([0, 0, 6], [0, 3], [1, 6], [0, 4, 3, 6]):
+        with pytest.raises(sc.ScheduleError, match="stages_from_partition"):
+            sc.stages_from_partition(layers, bad)

@@ -54,7 +54,7 @@ def test_the_plan_is_no_slower_than_torchtitans_default_split_and_1f1b():
                                    p.activation_checkpoint)
         first = titan.default_split(len(units), pp)
         problem = sc.Problem(ranks=pp, microbatches=2 * pp,
-                             stages=titan.staged(units, first))
+                             stages=sc.stages_from_partition(units, first))
         theirs = sc.schedule(problem, "1f1b")
         assert p.schedule.makespan <= theirs.makespan * (1 + 1e-9)
 

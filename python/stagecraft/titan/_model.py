@@ -184,19 +184,4 @@ def module_costs(model: Llm, seq_len: int, microbatch_size: int,
     return units
 
 
-def scaled(units: list[Stage], factor: float) -> list[Stage]:
-    """`units` with every time multiplied by `factor` (memory unchanged)."""
-    out = []
-    for u in units:
-        s = Stage(forward=u.forward * factor,
-                  backward_input=u.backward_input * factor,
-                  backward_weight=u.backward_weight * factor,
-                  activation=u.activation, weight_grad=u.weight_grad,
-                  name=u.name, params=u.params)
-        s.output = u.output
-        out.append(s)
-    return out
-
-
-__all__ = ["Hardware", "Llm", "from_config", "load_config", "module_costs",
-           "scaled"]
+__all__ = ["Hardware", "Llm", "from_config", "load_config", "module_costs"]

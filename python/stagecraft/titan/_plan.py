@@ -18,24 +18,6 @@ PLACEMENT_CLASS = {"single": "1F1B", "loop": "Interleaved1F1B",
                    "v": "ZBVZeroBubble"}
 
 
-def staged(units: list[Stage], first: list[int]) -> list[Stage]:
-    """The stages holding units first[s]..first[s+1]-1, each summing its
-    units' costs, memory and params (named s0, s1, ...)."""
-    out = []
-    for s in range(len(first) - 1):
-        group = units[first[s]:first[s + 1]]
-        st = Stage(forward=sum(u.forward for u in group),
-                   backward_input=sum(u.backward_input for u in group),
-                   backward_weight=sum(u.backward_weight for u in group),
-                   activation=sum(u.activation for u in group),
-                   weight_grad=sum(u.weight_grad for u in group),
-                   name=f"s{s}", layers=len(group),
-                   params=sum(u.params for u in group))
-        st.output = group[-1].output
-        out.append(st)
-    return out
-
-
 def default_split(units: int, stages: int, input_weight: int = 1,
                   output_weight: int = 1) -> list[int]:
     """torchtitan's own split (its default without module_fqns): the
@@ -249,16 +231,15 @@ def plan(model: Llm, pp: int, local_batch_size: int, seq_len: int,
                 tried.append((label, None, f"{n} stages > {len(costs)} "
                               "modules"))
                 continue
-            first, _ = partition_layers(costs, n)
-            problem = Problem(ranks=pp, microbatches=n_mb,
-                              stages=staged(costs, first),
+            first, stages = partition_layers(costs, n)
+            problem = Problem(ranks=pp, microbatches=n_mb, stages=stages,
                               capacity=hardware.memory)
             for what, found in _candidates(problem, kind, per_rank,
                                            time_limit):
                 if isinstance(found, ScheduleError):
                     tried.append((f"{label} {what}", None, str(found)))
                     continue
-                why = _refusal(found, mode, hardware)
+                placement, why = _refusal(found, mode, hardware)
                 tried.append((f"{label} {what}", found.makespan, why))
                 if why:
                     continue
@@ -270,7 +251,7 @@ def plan(model: Llm, pp: int, local_batch_size: int, seq_len: int,
                             for g in groups]
                     best = TitanPlan(
                         schedule=found, module_fqns=fqns,
-                        schedule_class=PLACEMENT_CLASS[placement_of(found)],
+                        schedule_class=PLACEMENT_CLASS[placement],
                         pp=pp, local_batch_size=local_batch_size,
                         microbatch_size=microbatch_size, seq_len=seq_len,
                         activation_checkpoint=mode, module=module,
@@ -284,14 +265,16 @@ def plan(model: Llm, pp: int, local_batch_size: int, seq_len: int,
     return best
 
 
-def _refusal(found: Schedule, mode: str, hardware: Hardware) -> str:
-    """Why torchtitan cannot run `found` under `mode`, or "" when it can."""
+def _refusal(found: Schedule, mode: str,
+             hardware: Hardware) -> tuple[str, str]:
+    """(placement, why): `found`'s torchtitan placement, and why torchtitan
+    cannot run it under `mode` ("" when it can)."""
     try:
-        placement_of(found)
+        placement = placement_of(found)
     except ScheduleError as error:
-        return str(error)
+        return "", str(error)
     peak = max(found.peak_memory)
     if peak > hardware.memory * (1 + 1e-9):
-        return (f"needs {peak / 1e9:.3g} GB on a rank, above "
-                f"{hardware.memory / 1e9:.3g} GB")
-    return ""
+        return placement, (f"needs {peak / 1e9:.3g} GB on a rank, above "
+                           f"{hardware.memory / 1e9:.3g} GB")
+    return placement, ""
