@@ -119,6 +119,52 @@ sched::Problem stagecraft::pipe::problemFromPipeline(PipelineOp pipeline) {
   return problem;
 }
 
+std::optional<sched::DataParallel>
+stagecraft::pipe::dataParallelFromPipeline(PipelineOp pipeline) {
+  if (!pipeline.hasDataParallel())
+    return std::nullopt;
+  sched::DataParallel dp;
+  dp.degree = static_cast<int>(pipeline.getDpDegreeAttr().getInt());
+  if (StringAttr sharding = pipeline.getDpShardingAttr())
+    dp.sharding = llvm::cantFail(sched::parseSharding(sharding.getValue()));
+  if (IntegerAttr group = pipeline.getDpShardGroupAttr())
+    dp.shardGroup = static_cast<int>(group.getInt());
+  auto value = [](FloatAttr attr, double otherwise) {
+    return attr ? attr.getValueAsDouble() : otherwise;
+  };
+  dp.latency = value(pipeline.getDpLatencyAttr(), 0.0);
+  dp.bandwidth = value(pipeline.getDpBandwidthAttr(), 1.0);
+  dp.interLatency = value(pipeline.getDpInterLatencyAttr(), dp.latency);
+  dp.interBandwidth = value(pipeline.getDpInterBandwidthAttr(), dp.bandwidth);
+  dp.optimizerPerByte = value(pipeline.getDpOptimizerAttr(), 0.0);
+  for (StageOp stage : pipeline.getStages())
+    dp.gradBytes.push_back(value(stage.getGradientAttr(), 0.0));
+  return dp;
+}
+
+sched::DataParallelOptions
+stagecraft::pipe::dataParallelOptionsOf(ScheduleOp op) {
+  sched::DataParallelOptions options;
+  if (StringAttr placement = op.getDpPlacementAttr();
+      placement && placement.getValue() == "bucketed") {
+    options.placement = sched::ReducePlacement::Bucketed;
+    if (FloatAttr bucket = op.getDpBucketAttr())
+      options.bucketBytes = bucket.getValueAsDouble();
+  }
+  return options;
+}
+
+void stagecraft::pipe::setDataParallelOptions(
+    ScheduleOp op, const sched::DataParallelOptions &options) {
+  Builder b(op.getContext());
+  const bool bucketed = options.placement == sched::ReducePlacement::Bucketed;
+  op.setDpPlacementAttr(b.getStringAttr(bucketed ? "bucketed" : "torch"));
+  if (bucketed)
+    op.setDpBucketAttr(b.getF64FloatAttr(options.bucketBytes));
+  else
+    op.removeDpBucketAttr();
+}
+
 std::optional<sched::ActionKind>
 stagecraft::pipe::getActionKind(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<sched::ActionKind>>(op)
@@ -141,6 +187,8 @@ FailureOr<ScheduleModel> stagecraft::pipe::readSchedule(ScheduleOp op,
                                                         PipelineOp pipeline) {
   ScheduleModel model;
   model.problem = problemFromPipeline(pipeline);
+  model.dataParallel = dataParallelFromPipeline(pipeline);
+  model.dataParallelOptions = dataParallelOptionsOf(op);
   // auto's choice of microbatch order (lengths): position k runs the
   // pipeline's microbatch order[k].
   if (auto order = op->getAttrOfType<DenseI64ArrayAttr>("microbatch_order")) {
@@ -388,6 +436,7 @@ ScheduleOp stagecraft::pipe::buildProgram(
       loc, builder.getStringAttr(name),
       FlatSymbolRefAttr::get(pipeline.getSymNameAttr()),
       kind.empty() ? StringAttr() : builder.getStringAttr(kind), FloatAttr(),
+      FloatAttr(), DenseF64ArrayAttr(), FloatAttr(), StringAttr(), FloatAttr(),
       FloatAttr(), DenseF64ArrayAttr(), FloatAttr());
   auto recomputeOf = [&](int s, int m) -> RecomputeModeAttr {
     switch (program.recompute.at(s, m)) {

@@ -15,6 +15,7 @@
 #include "dialect/PipeOps.h"
 
 #include "scheduler/lower/Program.h"
+#include "scheduler/model/DataParallel.h"
 #include "scheduler/model/Schedule.h"
 #include "scheduler/policy/Policy.h"
 #include "scheduler/search/Partition.h"
@@ -42,12 +43,30 @@ void replaceLayersWithStages(PipelineOp pipeline,
 
 sched::Problem problemFromPipeline(PipelineOp pipeline);
 
+/// The data parallelism around a verified \p pipeline (nullopt without
+/// `data_parallel(...)`): its degree, sharding, link, optimizer time and
+/// each stage's `gradient` bytes.
+std::optional<sched::DataParallel>
+dataParallelFromPipeline(PipelineOp pipeline);
+
+/// Where \p op's gradient reductions are released: `dp_placement` (torch's
+/// rule when absent) with `dp_bucket` bytes a bucket.
+sched::DataParallelOptions dataParallelOptionsOf(ScheduleOp op);
+
+/// Records \p options on \p op as `dp_placement` and `dp_bucket`.
+void setDataParallelOptions(ScheduleOp op,
+                            const sched::DataParallelOptions &options);
+
 /// The kind of an action op; nullopt for any other op.
 std::optional<sched::ActionKind> getActionKind(mlir::Operation *op);
 
 struct ScheduleModel {
   sched::Problem problem;
   sched::Schedule schedule;
+  /// The pipeline's data parallelism, and where the schedule releases its
+  /// gradient reductions.
+  std::optional<sched::DataParallel> dataParallel;
+  sched::DataParallelOptions dataParallelOptions;
   /// actionOps[r][i] is the op of action i of rank r.
   std::vector<std::vector<mlir::Operation *>> actionOps;
   /// rankOps[r] is the `pipe.rank` op of rank r.

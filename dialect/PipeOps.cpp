@@ -138,6 +138,71 @@ static void printMemoryOpen(OpAsmPrinter &p, APFloat a, APFloat g) {
 // PipelineOp
 //===----------------------------------------------------------------------===//
 
+/// data_parallel(degree = N, sharding = none|full|hybrid, shard_group = G,
+/// latency = L, bandwidth = B, inter_latency = L2, inter_bandwidth = B2,
+/// optimizer = T): N is required; every entry at most once, in any order.
+static ParseResult parseDataParallel(OpAsmParser &parser,
+                                     OperationState &result, SMLoc loc) {
+  Builder &b = parser.getBuilder();
+  OperationName op = result.name;
+  if (result.attributes.get(PipelineOp::getDpDegreeAttrName(op)))
+    return parser.emitError(loc) << "data_parallel(...) appears twice";
+  static constexpr StringRef kNumbers[] = {
+      "latency", "bandwidth", "inter_latency", "inter_bandwidth", "optimizer"};
+  StringAttr numberAttrs[] = {PipelineOp::getDpLatencyAttrName(op),
+                              PipelineOp::getDpBandwidthAttrName(op),
+                              PipelineOp::getDpInterLatencyAttrName(op),
+                              PipelineOp::getDpInterBandwidthAttrName(op),
+                              PipelineOp::getDpOptimizerAttrName(op)};
+  llvm::SmallVector<StringRef> seen;
+  auto parseEntry = [&]() -> ParseResult {
+    SMLoc entryLoc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name) || parser.parseEqual())
+      return failure();
+    if (llvm::is_contained(seen, name))
+      return parser.emitError(entryLoc)
+             << "'" << name << "' appears twice in data_parallel(...)";
+    seen.push_back(name);
+    if (name == "degree" || name == "shard_group") {
+      int64_t value;
+      if (parser.parseInteger(value))
+        return failure();
+      result.addAttribute(name == "degree"
+                              ? PipelineOp::getDpDegreeAttrName(op)
+                              : PipelineOp::getDpShardGroupAttrName(op),
+                          b.getI64IntegerAttr(value));
+      return success();
+    }
+    if (name == "sharding") {
+      StringRef mode;
+      if (parser.parseKeyword(&mode))
+        return failure();
+      result.addAttribute(PipelineOp::getDpShardingAttrName(op),
+                          b.getStringAttr(mode));
+      return success();
+    }
+    for (auto [key, attrName] : llvm::zip(kNumbers, numberAttrs)) {
+      if (key != name)
+        continue;
+      double value;
+      if (parseNumber(parser, value))
+        return failure();
+      result.addAttribute(attrName, b.getF64FloatAttr(value));
+      return success();
+    }
+    return parser.emitError(entryLoc)
+           << "unknown data_parallel entry '" << name
+           << "'; expected one of: degree, sharding, shard_group, latency, "
+              "bandwidth, inter_latency, inter_bandwidth, optimizer";
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Paren, parseEntry))
+    return failure();
+  if (!llvm::is_contained(seen, "degree"))
+    return parser.emitError(loc) << "data_parallel(...) needs 'degree'";
+  return success();
+}
+
 ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
   Builder &b = parser.getBuilder();
   StringAttr name;
@@ -160,8 +225,13 @@ ParseResult PipelineOp::parse(OpAsmParser &parser, OperationState &result) {
     StringRef keyword;
     if (failed(parser.parseOptionalKeyword(
             &keyword, {"latency", "capacity", "devices", "links", "lengths",
-                       "reference_length"})))
+                       "reference_length", "data_parallel"})))
       break;
+    if (keyword == "data_parallel") {
+      if (failed(parseDataParallel(parser, result, loc)))
+        return failure();
+      continue;
+    }
     if (keyword == "lengths") {
       // lengths(l0, l1, ...): each microbatch's sequence length.
       if (result.attributes.get(getLengthsAttrName(result.name)))
@@ -347,14 +417,36 @@ void PipelineOp::print(OpAsmPrinter &p) {
       << "), inter = (latency = " << value(getInterLatencyAttr())
       << ", bandwidth = " << value(getInterBandwidthAttr()) << "))";
   }
+  if (IntegerAttr degree = getDpDegreeAttr()) {
+    p << " data_parallel(degree = " << degree.getInt();
+    if (StringAttr sharding = getDpShardingAttr())
+      p << ", sharding = " << sharding.getValue();
+    if (IntegerAttr group = getDpShardGroupAttr())
+      p << ", shard_group = " << group.getInt();
+    std::pair<StringRef, FloatAttr> numbers[] = {
+        {"latency", getDpLatencyAttr()},
+        {"bandwidth", getDpBandwidthAttr()},
+        {"inter_latency", getDpInterLatencyAttr()},
+        {"inter_bandwidth", getDpInterBandwidthAttr()},
+        {"optimizer", getDpOptimizerAttr()}};
+    for (auto [name, attr] : numbers)
+      if (attr)
+        p << ", " << name << " = " << formatNumber(attr.getValueAsDouble());
+    p << ")";
+  }
   p.printOptionalAttrDictWithKeyword(
       (*this)->getAttrs(),
-      {getSymNameAttrName(), getRanksAttrName(), getMicrobatchesAttrName(),
-       getLatencyAttrName(), getCapacityAttrName(), getDevicesAttrName(),
-       getLinksNodeAttrName(), getIntraLatencyAttrName(),
-       getIntraBandwidthAttrName(), getInterLatencyAttrName(),
-       getInterBandwidthAttrName(), getLengthsAttrName(),
-       getReferenceLengthAttrName()});
+      {getSymNameAttrName(),         getRanksAttrName(),
+       getMicrobatchesAttrName(),    getLatencyAttrName(),
+       getCapacityAttrName(),        getDevicesAttrName(),
+       getLinksNodeAttrName(),       getIntraLatencyAttrName(),
+       getIntraBandwidthAttrName(),  getInterLatencyAttrName(),
+       getInterBandwidthAttrName(),  getLengthsAttrName(),
+       getReferenceLengthAttrName(), getDpDegreeAttrName(),
+       getDpShardingAttrName(),      getDpShardGroupAttrName(),
+       getDpLatencyAttrName(),       getDpBandwidthAttrName(),
+       getDpInterLatencyAttrName(),  getDpInterBandwidthAttrName(),
+       getDpOptimizerAttrName()});
   p << ' ';
   p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
                 /*printBlockTerminators=*/false);
@@ -431,8 +523,9 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
   for (;;) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
-    if (failed(parser.parseOptionalKeyword(
-            &keyword, {"memory", "params", "attention", "output", "scaling"})))
+    if (failed(parser.parseOptionalKeyword(&keyword,
+                                           {"memory", "params", "attention",
+                                            "output", "scaling", "gradient"})))
       break;
     if (llvm::is_contained(seen, keyword))
       return parser.emitError(loc) << keyword << "(...) appears twice";
@@ -450,7 +543,8 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
     } else if (keyword == "memory") {
       if (parseNamedNumbers(parser, "memory", memory, /*required=*/false))
         return failure();
-    } else if (keyword == "params" || keyword == "output") {
+    } else if (keyword == "params" || keyword == "output" ||
+               keyword == "gradient") {
       double value;
       if (parser.parseLParen() || parseNumber(parser, value) ||
           parser.parseRParen())
@@ -458,7 +552,9 @@ ParseResult StageOp::parse(OpAsmParser &parser, OperationState &result) {
       if (keyword == "params")
         params = value;
       else
-        result.addAttribute(getOutputAttrName(result.name),
+        result.addAttribute(keyword == "output"
+                                ? getOutputAttrName(result.name)
+                                : getGradientAttrName(result.name),
                             b.getF64FloatAttr(value));
     } else {
       if (parseNamedNumbers(parser, "attention", attention,
@@ -515,6 +611,8 @@ void StageOp::print(OpAsmPrinter &p) {
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr output = getOutputAttr())
     p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
+  if (FloatAttr gradient = getGradientAttr())
+    p << " gradient(" << formatNumber(gradient.getValueAsDouble()) << ")";
   if (FloatAttr linear = getScalingLinearAttr())
     p << " scaling(linear = " << formatNumber(linear.getValueAsDouble())
       << ", quadratic = "
@@ -550,7 +648,8 @@ void StageOp::print(OpAsmPrinter &p) {
                                                 getScalingQuadraticAttrName(),
                                                 getAttentionForwardAttrName(),
                                                 getAttentionBackwardAttrName(),
-                                                getAttentionMemoryAttrName()});
+                                                getAttentionMemoryAttrName(),
+                                                getGradientAttrName()});
 }
 
 //===----------------------------------------------------------------------===//

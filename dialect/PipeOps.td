@@ -27,6 +27,18 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     of the stages' memory: a rank's peak (the `params` of its stages plus
     its live activations) must stay within it, recomputing where needed.
 
+    `data_parallel(degree = N, sharding = none|full|hybrid, shard_group = G,
+    latency = L, bandwidth = B, inter_latency = L2, inter_bandwidth = B2,
+    optimizer = T)` puts the pipeline inside data parallelism
+    (docs/data-parallel.md): N replicas; DDP (`none`, the default) reduces
+    each stage's gradient across them, `full` (FSDP / ZeRO-3) also gathers
+    its weights before the first forward and reduce-scatters the gradient,
+    `hybrid` shards within groups of G replicas and all-reduces across the
+    groups over the inter link. L is the time of one ring step, B bytes per
+    time unit (defaults 0 and 1; inter_* default to them), T the optimizer's
+    time per gradient byte a rank updates (default 0). Every stage then
+    gives `gradient(X)`: the bytes of its gradient (and of its weights).
+
     ```mlir
     pipe.pipeline @demo ranks(2) microbatches(4) latency(0.1) {
       pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
@@ -49,7 +61,15 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     OptionalAttr<F64Attr>:$inter_latency,
     OptionalAttr<F64Attr>:$inter_bandwidth,
     OptionalAttr<DenseF64ArrayAttr>:$lengths,
-    OptionalAttr<F64Attr>:$reference_length
+    OptionalAttr<F64Attr>:$reference_length,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$dp_degree,
+    OptionalAttr<StrAttr>:$dp_sharding,
+    OptionalAttr<I64Attr>:$dp_shard_group,
+    OptionalAttr<F64Attr>:$dp_latency,
+    OptionalAttr<F64Attr>:$dp_bandwidth,
+    OptionalAttr<F64Attr>:$dp_inter_latency,
+    OptionalAttr<F64Attr>:$dp_inter_bandwidth,
+    OptionalAttr<F64Attr>:$dp_optimizer
   );
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -69,6 +89,12 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     /// The stages' inputs(...): known, earlier, once each; every stage
     /// reaches the last.
     ::mlir::LogicalResult verifyStageGraph();
+    /// data_parallel(...): a degree with every entry; a known sharding; a
+    /// shard group only with hybrid, dividing the degree; finite values,
+    /// bandwidths positive.
+    ::mlir::LogicalResult verifyDataParallel();
+    /// Whether the pipeline runs inside data parallelism.
+    bool hasDataParallel() { return static_cast<bool>(getDpDegreeAttr()); }
   }];
 }
 
@@ -187,7 +213,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     sends the gradient of all its inputs back; `inputs()` makes a source
     (it reads the data). Without it, a stage takes the previous stage's
     output. Every stage must feed, through its consumers, the last stage
-    (the loss).
+    (the loss). `gradient(X)` is the bytes of the stage's gradient, which
+    the pipeline's `data_parallel(...)` reduces across its replicas.
 
     ```mlir
     pipe.stage @s0 rank(0) cost(forward = 1.0, backward_input = 1.2, backward_weight = 0.8) memory(activation = 1.0, weight_grad = 0.5)
@@ -213,7 +240,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [Symbol, HasParent<"PipelineOp">]> {
     OptionalAttr<F64Attr>:$scaling_quadratic,
     OptionalAttr<F64Attr>:$attention_forward,
     OptionalAttr<F64Attr>:$attention_backward,
-    OptionalAttr<F64Attr>:$attention_memory
+    OptionalAttr<F64Attr>:$attention_memory,
+    OptionalAttr<F64Attr>:$gradient
   );
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -238,7 +266,14 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     `--pipe-simulate` records `makespan`, `bubble_ratio`, `peak_memory`
     (one entry per rank) and `span` (the largest per-rank span, first action
     start to last action end on one rank: the figure the zero-bubble papers
-    quote) as attributes.
+    quote) as attributes. On a pipeline with `data_parallel(...)`,
+    `dp_placement` says where its gradient reductions are released
+    (`torch`: a stage's whole gradient after its last backward, the
+    default; `bucketed`: in buckets of `dp_bucket` bytes as the last
+    gradient action runs through them), and `--pipe-simulate` also records
+    `dp_step` (every rank's optimizer step done), `dp_exposed` (per rank,
+    the time its collectives add past the pipeline's compute) and
+    `dp_bound` (a lower bound on the step).
 
     ```mlir
     pipe.schedule @demo_1f1b for @demo {
@@ -260,7 +295,12 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [
     OptionalAttr<F64Attr>:$makespan,
     OptionalAttr<F64Attr>:$bubble_ratio,
     OptionalAttr<DenseF64ArrayAttr>:$peak_memory,
-    OptionalAttr<F64Attr>:$span
+    OptionalAttr<F64Attr>:$span,
+    OptionalAttr<StrAttr>:$dp_placement,
+    OptionalAttr<F64Attr>:$dp_bucket,
+    OptionalAttr<F64Attr>:$dp_step,
+    OptionalAttr<DenseF64ArrayAttr>:$dp_exposed,
+    OptionalAttr<F64Attr>:$dp_bound
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `for` $pipeline attr-dict-with-keyword $body";

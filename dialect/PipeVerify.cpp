@@ -158,6 +158,67 @@ LogicalResult PipelineOp::verify() {
       return emitOpError() << "capacity must be finite and positive, got "
                            << formatNumber(value);
   }
+  return verifyDataParallel();
+}
+
+LogicalResult PipelineOp::verifyDataParallel() {
+  IntegerAttr degree = getDpDegreeAttr();
+  if (!degree) {
+    for (Attribute a :
+         {Attribute(getDpShardingAttr()), Attribute(getDpShardGroupAttr()),
+          Attribute(getDpLatencyAttr()), Attribute(getDpBandwidthAttr()),
+          Attribute(getDpInterLatencyAttr()),
+          Attribute(getDpInterBandwidthAttr()),
+          Attribute(getDpOptimizerAttr())})
+      if (a)
+        return emitOpError() << "data_parallel(...) needs 'degree'";
+    return success();
+  }
+  StringRef sharding =
+      getDpShardingAttr() ? getDpShardingAttr().getValue() : "none";
+  if (sharding != "none" && sharding != "full" && sharding != "hybrid")
+    return emitOpError() << "data_parallel: sharding '" << sharding
+                         << "' is not one of none, full, hybrid";
+  if (IntegerAttr group = getDpShardGroupAttr()) {
+    if (sharding != "hybrid")
+      return emitOpError() << "data_parallel: shard_group is for sharding = "
+                              "hybrid (shard within groups, all-reduce across "
+                              "them); sharding is "
+                           << sharding;
+    if (group.getInt() < 2 || group.getInt() >= degree.getInt() ||
+        degree.getInt() % group.getInt() != 0)
+      return emitOpError()
+             << "data_parallel: shard_group = " << group.getInt()
+             << " must divide degree = " << degree.getInt()
+             << " and lie strictly between 1 and it (1 is sharding = none, "
+                "the degree is sharding = full)";
+  } else if (sharding == "hybrid") {
+    return emitOpError() << "data_parallel: sharding = hybrid needs "
+                            "shard_group = G (replicas a shard group)";
+  }
+  if (sharding != "hybrid" &&
+      (getDpInterLatencyAttr() || getDpInterBandwidthAttr()))
+    return emitOpError() << "data_parallel: inter_latency and "
+                            "inter_bandwidth are the link across hybrid's "
+                            "shard groups; sharding is "
+                         << sharding;
+  std::pair<StringRef, FloatAttr> numbers[] = {
+      {"latency", getDpLatencyAttr()},
+      {"bandwidth", getDpBandwidthAttr()},
+      {"inter_latency", getDpInterLatencyAttr()},
+      {"inter_bandwidth", getDpInterBandwidthAttr()},
+      {"optimizer", getDpOptimizerAttr()}};
+  for (auto [what, attr] : numbers) {
+    if (!attr)
+      continue;
+    double value = attr.getValueAsDouble();
+    bool bandwidth = what.ends_with("bandwidth");
+    if (!std::isfinite(value) || value < 0.0 || (bandwidth && value == 0.0))
+      return emitOpError() << "data_parallel: " << what
+                           << " must be finite and "
+                           << (bandwidth ? "positive" : "non-negative")
+                           << ", got " << formatNumber(value);
+  }
   return success();
 }
 
@@ -194,8 +255,18 @@ LogicalResult PipelineOp::verifyRegions() {
       return emitOpError() << "devices(...) assigns " << devices.size()
                            << " ranks; the pipeline has " << getRanks();
   }
+  if (firstLayer && getDpDegreeAttr())
+    return emitOpError()
+           << "data_parallel(...) on a pipeline of pipe.layer ops is not "
+              "supported yet: give its stages, each with gradient(X)";
   if (firstLayer)
     return success(); // the stages' rules apply after --pipe-partition
+  if (getDpDegreeAttr())
+    for (StageOp stage : getStages())
+      if (!stage.getGradientAttr())
+        return stage.emitOpError()
+               << "needs gradient(X), the bytes of its gradient: pipeline @"
+               << getSymName() << " has data_parallel(...)";
   if (failed(verifyStageGraph()))
     return failure();
   // Stage-local rules were checked by StageOp::verify; what is left concerns
@@ -242,6 +313,7 @@ LogicalResult StageOp::verify() {
       {"cost 'selective'", getSelectiveCostAttr()},
       {"params", getParamsAttr()},
       {"output", getOutputAttr()},
+      {"gradient", getGradientAttr()},
       {"scaling 'linear'", getScalingLinearAttr()},
       {"scaling 'quadratic'", getScalingQuadraticAttr()}};
   for (auto [what, attr] : optional) {
@@ -333,6 +405,23 @@ LogicalResult ScheduleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       symbolTable.lookupNearestSymbolFrom<PipelineOp>(*this, getPipelineAttr());
   if (!pipeline)
     return emitOpError() << "refers to unknown pipeline " << getPipelineAttr();
+  if (StringAttr placement = getDpPlacementAttr()) {
+    if (!pipeline.hasDataParallel())
+      return emitOpError() << "dp_placement: pipeline @"
+                           << pipeline.getSymName()
+                           << " has no data_parallel(...)";
+    if (placement.getValue() != "torch" && placement.getValue() != "bucketed")
+      return emitOpError() << "dp_placement '" << placement.getValue()
+                           << "' is not one of torch, bucketed";
+  }
+  if (FloatAttr bucket = getDpBucketAttr()) {
+    double value = bucket.getValueAsDouble();
+    if (!getDpPlacementAttr() || getDpPlacementAttr().getValue() != "bucketed")
+      return emitOpError() << "dp_bucket is for dp_placement = \"bucketed\"";
+    if (!std::isfinite(value) || value <= 0.0)
+      return emitOpError() << "dp_bucket must be finite and positive, got "
+                           << formatNumber(value);
+  }
   FailureOr<ScheduleModel> model = readSchedule(*this, pipeline);
   if (failed(model))
     return failure();

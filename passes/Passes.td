@@ -124,6 +124,18 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
       pipe.rank 1 stages [@s1] { ... }
     }
     ```
+    On a pipeline with `data_parallel(...)` (docs/data-parallel.md), the
+    schedule also gets `dp_placement`: where its gradient reductions are
+    released. A fixed kind takes `reduce` (`torch`, the default: a stage's
+    whole gradient after its last backward; or `bucketed`: buckets of
+    `bucket` bytes, default Megatron's 80 MB, released as the last gradient
+    action runs through them). `auto` minimizes the step *including* the
+    exposed data-parallel communication: over every kind within the memory
+    limit and its own schedule, each also with its W run right after its I,
+    with torch's rule and with buckets of Megatron's size and of 1/2 to 1/16
+    of the largest stage's gradient; `auto_choice` names the schedule and
+    the placement, `dp_bound` the step's lower bound.
+
     Fails, at the pipeline, for an unknown kind or a pipeline the kind cannot
     place.
   }];
@@ -172,6 +184,14 @@ def PipeSchedulePass : Pass<"pipe-schedule", "mlir::ModuleOp"> {
            "pipeline by it instead of a kind (as policy-file=). Errors at "
            "instantiation are reported at the policy op, naming the point, "
            "the rank and what its actions wait for">,
+    Option<"reduce", "reduce", "std::string", /*default=*/"\"torch\"",
+           "On a pipeline with data_parallel(...), a fixed kind's gradient "
+           "reductions: torch (a stage's whole gradient after its last "
+           "backward; the default) or bucketed (Megatron's "
+           "--overlap-grad-reduce). auto chooses">,
+    Option<"bucket", "bucket", "double", /*default=*/"80e6",
+           "Bytes a bucket for reduce=bucketed (default 80e6: Megatron's 40 "
+           "M elements of 2 bytes)">,
     Option<"params", "params", "std::string", /*default=*/"\"\"",
            "With policy-file or policy: parameter values, NAME:VALUE "
            "separated by commas (e.g. params=offset:2); the others take "
@@ -298,6 +318,12 @@ def PipeSimulatePass : Pass<"pipe-simulate", "mlir::ModuleOp"> {
     - `makespan`: end of the last action;
     - `bubble_ratio`: 1 - (sum of busy time) / (ranks x makespan);
     - `peak_memory`: per rank, the largest live activation memory.
+    On a pipeline with `data_parallel(...)`, also, with the reductions
+    released where `dp_placement` says (docs/data-parallel.md):
+    - `dp_step`: every rank's optimizer step done;
+    - `dp_exposed`: per rank, the time its collectives add past the
+      pipeline's last compute (plus the delay of a late weight gather);
+    - `dp_bound`: a lower bound on `dp_step`.
 
     ```mlir
     pipe.schedule @demo_1f1b for @demo attributes {bubble_ratio = 2.5e-01 : f64, kind = "1f1b", makespan = 1.2e+01 : f64, peak_memory = array<f64: 2.0, 1.0>} { ... }

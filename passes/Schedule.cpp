@@ -14,6 +14,7 @@
 #include "scheduler/policy/Library.h"
 #include "scheduler/policy/Policy.h"
 #include "scheduler/search/AutoScheduler.h"
+#include "scheduler/search/DataParallelSearch.h"
 #include "scheduler/search/LayerSearch.h"
 #include "scheduler/search/ScheduleByName.h"
 
@@ -114,6 +115,14 @@ struct SchedulePass
     if (llvm::Expected<sched::Objective> o = sched::parseObjective(objective);
         !o)
       return errorHandler("pipe-schedule: " + llvm::toString(o.takeError()));
+    if (reduce != "torch" && reduce != "bucketed")
+      return errorHandler(
+          fmt::format("pipe-schedule: reduce={} is not one of torch, bucketed",
+                      std::string(reduce)));
+    if (!std::isfinite(bucket) || bucket <= 0.0)
+      return errorHandler(fmt::format(
+          "pipe-schedule: bucket={} must be a finite number of bytes > 0",
+          double(bucket)));
     if (maxActions < 1)
       return errorHandler(
           fmt::format("pipe-schedule: max-actions={} must be at least 1",
@@ -197,6 +206,54 @@ struct SchedulePass
                                 *schedule);
   }
 
+  /// reduce= and bucket=: a fixed kind's reductions.
+  sched::DataParallelOptions reduceOptions() const {
+    if (reduce == "bucketed")
+      return {sched::ReducePlacement::Bucketed, bucket};
+    return {};
+  }
+
+  /// Records reduce= on \p op when its pipeline runs inside data
+  /// parallelism.
+  void placeReductions(PipelineOp pipeline, ScheduleOp op) const {
+    if (pipeline.hasDataParallel())
+      setDataParallelOptions(op, reduceOptions());
+  }
+
+  /// kind=auto inside data parallelism: the schedule, its reductions'
+  /// placement and bucket size chosen together for the shortest step.
+  LogicalResult scheduleDataParallel(ModuleOp module, SymbolTable &symbols,
+                                     PipelineOp pipeline,
+                                     const sched::Problem &problem,
+                                     const sched::KindRequest &request) {
+    if (request.objective != sched::Objective::Makespan)
+      return pipeline.emitError()
+             << "kind=auto with data_parallel(...) minimizes the step with "
+                "its collectives; objective=span is not supported with it";
+    if (!problem.lengths.empty())
+      return pipeline.emitError()
+             << "kind=auto with data_parallel(...) and lengths(...) is not "
+                "supported yet: give a fixed kind (with reduce=)";
+    llvm::Expected<sched::DataParallelPlan> plan = sched::planDataParallel(
+        problem, *dataParallelFromPipeline(pipeline), request);
+    if (!plan)
+      return pipeline.emitError()
+             << "cannot schedule pipeline @" << pipeline.getSymName()
+             << " as auto inside data parallelism: "
+             << llvm::toString(plan.takeError());
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(pipeline);
+    ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline,
+                                  (pipeline.getSymName() + "_auto").str(),
+                                  "auto", plan->plan);
+    op->setAttr("auto_choice",
+                builder.getStringAttr(plan->schedule + "; " + plan->placement));
+    setDataParallelOptions(op, plan->options);
+    op.setDpBoundAttr(builder.getF64FloatAttr(plan->bound));
+    symbols.insert(op, Block::iterator(op));
+    return success();
+  }
+
   /// Inserts \p schedule, \p policy's at \p values, after \p pipeline.
   LogicalResult insertPolicySchedule(ModuleOp module, SymbolTable &symbols,
                                      PipelineOp pipeline,
@@ -211,6 +268,7 @@ struct SchedulePass
         c = '_';
     ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
                                   "policy", schedule);
+    placeReductions(pipeline, op);
     op->setAttr(
         "auto_choice",
         builder.getStringAttr(sched::describePolicyChoice(policy, values)));
@@ -330,6 +388,12 @@ struct SchedulePass
             problem.name, p.candidates, p.seconds, objective.getValue(),
             p.bestMakespan, p.bestName, p.lowerBound);
       };
+      if (kind == "auto" && pipeline.hasDataParallel()) {
+        if (failed(scheduleDataParallel(module, symbols, pipeline, problem,
+                                        request)))
+          return signalPassFailure();
+        continue;
+      }
       llvm::Expected<sched::KindResult> result =
           sched::scheduleByName(problem, request);
       if (!result) {
@@ -350,6 +414,7 @@ struct SchedulePass
           c = '_';
       ScheduleOp op = buildSchedule(builder, pipeline.getLoc(), pipeline, name,
                                     kind, result->schedule);
+      placeReductions(pipeline, op);
       if (!result->microbatchOrder.empty()) {
         SmallVector<int64_t> order(result->microbatchOrder.begin(),
                                    result->microbatchOrder.end());

@@ -6,6 +6,7 @@
 
 #include "passes/ScheduleLookup.h"
 
+#include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/Recompute.h"
 
 #include <fmt/format.h>
@@ -52,6 +53,27 @@ stagecraft::pipe::simulateSchedule(ScheduleOp op, const ScheduleModel &model) {
     return failure();
   }
   return std::move(*timeline);
+}
+
+FailureOr<std::optional<DataParallelStep>>
+stagecraft::pipe::simulateDataParallelOf(ScheduleOp op,
+                                         const ScheduleModel &model,
+                                         const sched::Timeline &timeline) {
+  if (!model.dataParallel)
+    return std::optional<DataParallelStep>();
+  llvm::Expected<sched::DataParallelTimeline> step =
+      sched::simulateDataParallel(model.problem, model.schedule, timeline,
+                                  *model.dataParallel,
+                                  model.dataParallelOptions);
+  if (!step)
+    return op.emitOpError()
+           << "data parallelism: " << llvm::toString(step.takeError());
+  DataParallelStep out;
+  out.timeline = std::move(*step);
+  out.bound = sched::dataParallelLowerBound(model.problem, model.schedule,
+                                            sched::lowerBound(model.problem),
+                                            *model.dataParallel);
+  return std::optional<DataParallelStep>(std::move(out));
 }
 
 FailureOr<sched::Program>

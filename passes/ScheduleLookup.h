@@ -29,6 +29,21 @@ mlir::LogicalResult forEachSchedule(
 mlir::FailureOr<sched::Timeline> simulateSchedule(ScheduleOp op,
                                                   const ScheduleModel &model);
 
+/// A schedule's step inside its pipeline's data parallelism.
+struct DataParallelStep {
+  sched::DataParallelTimeline timeline;
+  /// sched::dataParallelLowerBound at the pipeline's compute bound.
+  double bound = 0.0;
+};
+
+/// The step of \p model (simulated as \p timeline) with its collectives,
+/// the reductions released where the schedule's dp_placement says; nullopt
+/// when the pipeline has no data_parallel(...). Errors are emitted at
+/// \p op.
+mlir::FailureOr<std::optional<DataParallelStep>>
+simulateDataParallelOf(ScheduleOp op, const ScheduleModel &model,
+                       const sched::Timeline &timeline);
+
 /// The communication program of \p model: the one written in the IR, or
 /// else the lowering of its actions. Verified (channels, deadlock freedom);
 /// errors are emitted at \p op's ops.

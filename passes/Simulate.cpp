@@ -1,7 +1,9 @@
 //===- Simulate.cpp - --pipe-simulate -------------------------------------===//
 //
 // Simulates every schedule and records makespan, bubble ratio, per-rank
-// peak memory and the largest per-rank span as attributes of the schedule op.
+// peak memory and the largest per-rank span as attributes of the schedule op;
+// inside data parallelism also the step with its collectives, the time they
+// expose on each rank and the step's lower bound.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +37,18 @@ struct SimulatePass
         peaks.push_back(timeline->peak(r));
       op.setPeakMemoryAttr(b.getDenseF64ArrayAttr(peaks));
       op.setSpanAttr(b.getF64FloatAttr(timeline->maxSpan()));
+      FailureOr<std::optional<DataParallelStep>> step =
+          simulateDataParallelOf(op, model, *timeline);
+      if (failed(step))
+        return failure();
+      if (*step) {
+        const sched::DataParallelTimeline &dp = (*step)->timeline;
+        op.setDpStepAttr(b.getF64FloatAttr(dp.step));
+        op.setDpExposedAttr(b.getDenseF64ArrayAttr(dp.exposed));
+        op.setDpBoundAttr(b.getF64FloatAttr((*step)->bound));
+        if (!op.getDpPlacementAttr())
+          setDataParallelOptions(op, model.dataParallelOptions);
+      }
       return success();
     };
     if (failed(forEachSchedule(getOperation(), record)))

@@ -152,15 +152,23 @@ static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
 }
 
 static LogicalResult toSummary(Operation *op, llvm::raw_ostream &os) {
-  return withSelectedSchedule(
-      op, [&](ScheduleOp s, const ScheduleModel &model) {
-        FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
-        if (failed(timeline))
-          return failure();
-        os << sched::formatSummary(model.problem, model.schedule, *timeline,
-                                   s.getSymName(), options->timelineWidth);
-        return success();
-      });
+  return withSelectedSchedule(op, [&](ScheduleOp s,
+                                      const ScheduleModel &model) {
+    FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
+    if (failed(timeline))
+      return failure();
+    os << sched::formatSummary(model.problem, model.schedule, *timeline,
+                               s.getSymName(), options->timelineWidth);
+    FailureOr<std::optional<DataParallelStep>> step =
+        simulateDataParallelOf(s, model, *timeline);
+    if (failed(step))
+      return failure();
+    if (*step)
+      os << sched::formatDataParallelSummary(*model.dataParallel,
+                                             model.dataParallelOptions,
+                                             (*step)->timeline, (*step)->bound);
+    return success();
+  });
 }
 
 static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
@@ -169,9 +177,13 @@ static LogicalResult toChromeTrace(Operation *op, llvm::raw_ostream &os) {
         FailureOr<sched::Timeline> timeline = simulateSchedule(s, model);
         if (failed(timeline))
           return failure();
+        FailureOr<std::optional<DataParallelStep>> step =
+            simulateDataParallelOf(s, model, *timeline);
+        if (failed(step))
+          return failure();
         sched::ChromeTraceWriter writer;
         writer.addTimeline("simulated " + s.getSymName().str(), model.problem,
-                           *timeline);
+                           *timeline, *step ? &(*step)->timeline : nullptr);
         os << writer.str();
         return success();
       });
@@ -375,6 +387,11 @@ static LogicalResult toProblem(Operation *op, llvm::raw_ostream &os) {
     llvm::consumeError(std::move(invalid));
     return failure();
   }
+  if (pipeline.hasDataParallel())
+    pipeline.emitWarning()
+        << "data_parallel(...) and gradient(X) are not written to the "
+           "problem JSON (the pipeline alone is): in Python, pass them to "
+           "sc.plan_data_parallel";
   sched::writeProblemJson(os, problem);
   os << "\n";
   return success();

@@ -23,6 +23,7 @@ The package needs no LLVM or MLIR; `load` reads `.mlir` specs through
 import os
 import shutil
 import subprocess
+import warnings
 from typing import Optional
 
 from ._core import (
@@ -78,6 +79,9 @@ def load(path: str, pipeline: Optional[str] = None) -> Problem:
     if done.returncode != 0:
         raise ScheduleError(done.stderr.strip() or
                             f"{command[0]} failed with exit {done.returncode}")
+    if done.stderr.strip():
+        # The dialect's warnings (what the JSON leaves out) reach the caller.
+        warnings.warn(done.stderr.strip(), stacklevel=2)
     return problem_from_json(done.stdout)
 
 

@@ -19,25 +19,29 @@ namespace json = llvm::json;
 
 void ChromeTraceWriter::addTimeline(llvm::StringRef name,
                                     const Problem &problem,
-                                    const Timeline &timeline) {
+                                    const Timeline &timeline,
+                                    const DataParallelTimeline *dataParallel) {
   int pid = nextPid++;
+  const double shift = dataParallel ? dataParallel->shift : 0.0;
+  auto addTrack = [&](int tid, std::string name) {
+    events.push_back(json::Object{{"name", "thread_name"},
+                                  {"ph", "M"},
+                                  {"pid", pid},
+                                  {"tid", tid},
+                                  {"args", json::Object{{"name", name}}}});
+    events.push_back(json::Object{{"name", "thread_sort_index"},
+                                  {"ph", "M"},
+                                  {"pid", pid},
+                                  {"tid", tid},
+                                  {"args", json::Object{{"sort_index", tid}}}});
+  };
   events.push_back(json::Object{{"name", "process_name"},
                                 {"ph", "M"},
                                 {"pid", pid},
                                 {"args", json::Object{{"name", name.str()}}}});
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     int tid = static_cast<int>(r);
-    events.push_back(json::Object{
-        {"name", "thread_name"},
-        {"ph", "M"},
-        {"pid", pid},
-        {"tid", tid},
-        {"args", json::Object{{"name", fmt::format("rank {}", r)}}}});
-    events.push_back(json::Object{{"name", "thread_sort_index"},
-                                  {"ph", "M"},
-                                  {"pid", pid},
-                                  {"tid", tid},
-                                  {"args", json::Object{{"sort_index", tid}}}});
+    addTrack(tid, fmt::format("rank {}", r));
     for (const TimedAction &ta : timeline.ranks[r]) {
       const Action &a = ta.action;
       events.push_back(json::Object{
@@ -46,7 +50,7 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
           {"ph", "X"},
           {"pid", pid},
           {"tid", tid},
-          {"ts", ta.start * microsPerUnit},
+          {"ts", (ta.start + shift) * microsPerUnit},
           {"dur", (ta.end - ta.start) * microsPerUnit},
           {"args", json::Object{{"stage", problem.stages[a.stage].name},
                                 {"microbatch", a.microbatch}}}});
@@ -60,19 +64,7 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
   int tid = static_cast<int>(timeline.ranks.size());
   for (auto &[link, track] : linkTrack) {
     track = tid++;
-    events.push_back(json::Object{
-        {"name", "thread_name"},
-        {"ph", "M"},
-        {"pid", pid},
-        {"tid", track},
-        {"args", json::Object{{"name", fmt::format("link {} -> {}", link.first,
-                                                   link.second)}}}});
-    events.push_back(
-        json::Object{{"name", "thread_sort_index"},
-                     {"ph", "M"},
-                     {"pid", pid},
-                     {"tid", track},
-                     {"args", json::Object{{"sort_index", track}}}});
+    addTrack(track, fmt::format("link {} -> {}", link.first, link.second));
   }
   for (const TimedTransfer &t : timeline.transfers) {
     const Action &a = t.producer;
@@ -82,12 +74,44 @@ void ChromeTraceWriter::addTimeline(llvm::StringRef name,
         {"ph", "X"},
         {"pid", pid},
         {"tid", linkTrack[{t.from, t.to}]},
-        {"ts", t.start * microsPerUnit},
+        {"ts", (t.start + shift) * microsPerUnit},
         {"dur", (t.end - t.start) * microsPerUnit},
         {"args", json::Object{{"stage", problem.stages[a.stage].name},
                               {"microbatch", a.microbatch},
                               {"from", t.from},
                               {"to", t.to}}}});
+  }
+  if (!dataParallel)
+    return;
+  // The optimizer step on the rank's own track; the collectives on a track
+  // per rank (its data-parallel link), after the pipeline's links.
+  for (size_t r = 0; r < dataParallel->ops.size(); ++r) {
+    const int track = tid++;
+    addTrack(track, fmt::format("rank {} data parallel", r));
+    for (const DataParallelOp &op : dataParallel->ops[r]) {
+      const bool optimizer = op.kind == DataParallelOp::Kind::Optimizer;
+      std::string name =
+          optimizer ? std::string("optimizer")
+          : op.kind == DataParallelOp::Kind::Gather
+              ? fmt::format("gather {}", problem.stages[op.stage].name)
+              : fmt::format("reduce {} #{}", problem.stages[op.stage].name,
+                            op.bucket);
+      json::Object args{{"bytes", op.bytes},
+                        {"released", op.release * microsPerUnit}};
+      if (!optimizer)
+        args["stage"] = problem.stages[op.stage].name;
+      events.push_back(json::Object{
+          {"name", std::move(name)},
+          {"cat", optimizer                                 ? "optimizer"
+                  : op.kind == DataParallelOp::Kind::Gather ? "gather"
+                                                            : "reduce"},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", optimizer ? static_cast<int>(r) : track},
+          {"ts", op.start * microsPerUnit},
+          {"dur", (op.end - op.start) * microsPerUnit},
+          {"args", std::move(args)}});
+    }
   }
 }
 

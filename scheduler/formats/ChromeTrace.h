@@ -5,13 +5,15 @@
 // (thread) per rank, so a simulated and a measured timeline of the same
 // schedule can be laid side by side in one file. With contended links
 // (`links(...)`), a track per directed link follows the ranks, showing the
-// time each transfer held it.
+// time each transfer held it. Inside data parallelism, a track per rank
+// shows its collectives.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef STAGECRAFT_SCHEDULER_FORMATS_CHROMETRACE_H
 #define STAGECRAFT_SCHEDULER_FORMATS_CHROMETRACE_H
 
+#include "scheduler/model/DataParallel.h"
 #include "scheduler/model/Simulator.h"
 
 #include "llvm/Support/JSON.h"
@@ -25,8 +27,13 @@ public:
       : microsPerUnit(microsPerUnit) {}
 
   /// Adds \p timeline as a process named \p name ("simulated", "measured").
+  /// With \p dataParallel, the pipeline's compute is drawn delayed by its
+  /// shift, each rank's optimizer step follows on its track, and a track
+  /// per rank after those shows its data-parallel collectives (weight
+  /// gathers, gradient reductions and their buckets).
   void addTimeline(llvm::StringRef name, const Problem &problem,
-                   const Timeline &timeline);
+                   const Timeline &timeline,
+                   const DataParallelTimeline *dataParallel = nullptr);
 
   /// The whole trace as a JSON document.
   std::string str() const;

@@ -225,3 +225,45 @@ std::string stagecraft::pipe::sched::formatSummary(const Problem &problem,
   out += renderAsciiTimeline(schedule, timeline, width);
   return out;
 }
+
+std::string stagecraft::pipe::sched::formatDataParallelSummary(
+    const DataParallel &dp, const DataParallelOptions &options,
+    const DataParallelTimeline &step, double bound) {
+  std::string sharding = shardingName(dp.sharding).str();
+  if (dp.sharding == DataParallel::Sharding::Hybrid)
+    sharding += fmt::format(" (shard groups of {})", dp.shardGroup);
+  std::string placement =
+      options.placement == ReducePlacement::Bucketed && options.bucketBytes > 0
+          ? fmt::format("bucketed, {:.6g} bytes a bucket", options.bucketBytes)
+          : std::string("torch's rule (a stage's whole gradient after its "
+                        "last backward)");
+  std::string out = fmt::format(
+      "data parallel: {} replicas, sharding {}, reductions {}; link latency "
+      "{:.4g} bandwidth {:.4g}\n",
+      dp.degree, sharding, placement, dp.latency, dp.bandwidth);
+  out += fmt::format("step {:.6g} (every rank's optimizer step done), lower "
+                     "bound {:.6g} (step / bound {:.4f}); the pipeline's "
+                     "compute starts {:.6g} late for its weights\n",
+                     step.step, bound, bound > 0.0 ? step.step / bound : 1.0,
+                     step.shift);
+  out +=
+      fmt::format("{:>5}  {:>12}  {:>12}  {:>10}  {:>12}  {}\n", "rank",
+                  "collectives", "exposed", "optimizer", "held bytes", "ops");
+  for (size_t r = 0; r < step.ops.size(); ++r) {
+    double busy = 0.0, optimizer = 0.0;
+    int gathers = 0, reductions = 0;
+    for (const DataParallelOp &op : step.ops[r]) {
+      if (op.kind == DataParallelOp::Kind::Optimizer) {
+        optimizer += op.end - op.start;
+        continue;
+      }
+      busy += op.end - op.start;
+      (op.kind == DataParallelOp::Kind::Gather ? gathers : reductions) += 1;
+    }
+    out += fmt::format("{:>5}  {:>12.6g}  {:>12.6g}  {:>10.6g}  {:>12.6g}  {} "
+                       "gathers, {} reductions\n",
+                       r, busy, step.exposed[r], optimizer, step.heldBytes[r],
+                       gathers, reductions);
+  }
+  return out;
+}

@@ -8,6 +8,7 @@
 #ifndef STAGECRAFT_SCHEDULER_FORMATS_REPORT_H
 #define STAGECRAFT_SCHEDULER_FORMATS_REPORT_H
 
+#include "scheduler/model/DataParallel.h"
 #include "scheduler/model/Simulator.h"
 
 #include <string>
@@ -34,6 +35,15 @@ int timelineWidthForLabels(const Timeline &timeline);
 std::string formatSummary(const Problem &problem, const Schedule &schedule,
                           const Timeline &timeline,
                           llvm::StringRef scheduleName, int width = 100);
+
+/// The data-parallel part of a summary: the degree, sharding and
+/// placement, the step with its collectives against \p bound, and per rank
+/// its collectives' time, the time they expose, its optimizer step and the
+/// weight and gradient bytes it holds.
+std::string formatDataParallelSummary(const DataParallel &dp,
+                                      const DataParallelOptions &options,
+                                      const DataParallelTimeline &step,
+                                      double bound);
 
 } // namespace stagecraft::pipe::sched
 

@@ -24,7 +24,9 @@ planOf(const Problem &problem, const Schedule &schedule,
   plan.placement =
       options.placement == ReducePlacement::AfterLastBackward
           ? std::string("torch")
-          : fmt::format("bucketed {:g} MB", options.bucketBytes / 1e6);
+      : options.bucketBytes >= 1e6
+          ? fmt::format("bucketed {:g} MB", options.bucketBytes / 1e6)
+          : fmt::format("bucketed {:g} bytes", options.bucketBytes);
   plan.plan = schedule;
   plan.timeline = timeline;
   plan.options = options;
