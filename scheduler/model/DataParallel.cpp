@@ -281,10 +281,31 @@ double stagecraft::pipe::sched::dataParallelLowerBound(const Problem &problem,
     firstGradient[s] = forwards + back + st.leastBackward() / speed(s);
     back += st.backwardInput / speed(s);
   }
+  // The earliest the last gradient action of a stage can start: after its
+  // first gradient and the other m - 1 (each at least its least gradient
+  // action), and after its m forwards and m - 1 whole backwards (its
+  // forwards start after the chain's earlier forwards). Its reductions are
+  // released no sooner (a bucket at that action's start at the earliest).
+  const int m = problem.microbatches;
+  std::vector<double> lastGradientStart(n, 0.0);
+  double before = 0.0;
+  for (int s = 0; s < n; ++s) {
+    const Stage &st = problem.stages[s];
+    const double least = st.leastBackward() / speed(s);
+    const double action = std::min(st.backward(), st.backwardWeight) / speed(s);
+    const double fromForwards = (problem.isChain() ? before : 0.0) +
+                                m * st.forward / speed(s) + (m - 1) * least;
+    const double fromGradients = firstGradient[s] - least + (m - 1) * action;
+    lastGradientStart[s] = std::max(fromForwards, fromGradients);
+    before += st.forward / speed(s);
+  }
   double bound = computeBound;
+  double leastOptimizer = std::numeric_limits<double>::infinity();
   for (int r = 0; r < problem.ranks; ++r) {
     double work = 0.0, gathers = 0.0, reductions = 0.0, bytes = 0.0;
     double earliest = std::numeric_limits<double>::infinity();
+    // (release, reduction time) of each stage's reductions on this rank.
+    std::vector<std::pair<double, double>> released;
     for (int s = 0; s < n; ++s) {
       if (schedule.placement[s] != r)
         continue;
@@ -292,17 +313,34 @@ double stagecraft::pipe::sched::dataParallelLowerBound(const Problem &problem,
       work += problem.microbatches * (st.forward + st.leastBackward()) /
               problem.speedOf(r);
       gathers += gatherTime(dp, dp.gradBytes[s]);
-      if (dp.degree > 1)
-        reductions += reduceTime(dp, dp.gradBytes[s]);
+      if (dp.degree > 1) {
+        // Buckets only add latency: K of them take at least the whole.
+        const double time = reduceTime(dp, dp.gradBytes[s]);
+        reductions += time;
+        released.push_back({lastGradientStart[s], time});
+      }
       bytes += dp.gradBytes[s];
-      earliest = std::min(earliest, firstGradient[s]);
+      // A bucket may be released as the first gradient action starts.
+      earliest =
+          std::min(earliest, firstGradient[s] - st.leastBackward() / speed(s));
     }
     if (!std::isfinite(earliest))
       continue;
+    // One channel, jobs with release times: it ends no sooner than any
+    // release plus every reduction released at or after it.
+    std::sort(released.begin(), released.end());
+    double channel = std::max(earliest, gathers) + reductions;
+    double after = 0.0;
+    for (auto it = released.rbegin(); it != released.rend(); ++it) {
+      after += it->second;
+      channel = std::max(channel, it->first + after);
+    }
     const double optimizer = dp.optimizerPerByte * bytes * updatedShare(dp);
-    bound = std::max(
-        bound, std::max({work, earliest + reductions, gathers + reductions}) +
-                   optimizer);
+    leastOptimizer = std::min(leastOptimizer, optimizer);
+    bound = std::max(bound, std::max(work, channel) + optimizer);
   }
+  // The rank whose compute ends last still runs its optimizer step.
+  if (std::isfinite(leastOptimizer))
+    bound = std::max(bound, computeBound + leastOptimizer);
   return bound;
 }

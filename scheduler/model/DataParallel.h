@@ -113,9 +113,12 @@ simulateDataParallel(const Problem &problem, const Schedule &schedule,
                      const Timeline &timeline, const DataParallel &dp,
                      const DataParallelOptions &options);
 
-/// A lower bound on the step with \p dp's collectives: the pipeline's own
-/// compute bound (\p computeBound), and per rank its collectives and its
-/// optimizer step, which run one at a time and after its first gradient.
+/// A lower bound on the step with \p dp's collectives, for any schedule
+/// with \p schedule's placement and any placement of the reductions: the
+/// pipeline's own compute bound (\p computeBound) plus the least optimizer
+/// step, and per rank its collectives, one at a time, each stage's
+/// released no sooner than its last gradient action can start, then its
+/// optimizer step.
 double dataParallelLowerBound(const Problem &problem, const Schedule &schedule,
                               double computeBound, const DataParallel &dp);
 

@@ -12,6 +12,7 @@
 
 #include "scheduler/model/DataParallel.h"
 #include "scheduler/kinds/Kinds.h"
+#include "scheduler/search/AutoScheduler.h"
 #include "scheduler/search/DataParallelSearch.h"
 
 #include "TestUtil.h"
@@ -145,8 +146,10 @@ TEST(DataParallel, PlacementPropertiesOverAGrid) {
               EXPECT_GT(step.heldBytes[r], 0.0) << where;
             }
             EXPECT_GE(step.step, t.makespan - 1e-9) << where;
-            const double bound = dataParallelLowerBound(problem, s, 0.0, dp);
+            const double bound =
+                dataParallelLowerBound(problem, s, lowerBound(problem), dp);
             EXPECT_LE(bound, step.step + 1e-9) << where;
+            EXPECT_GE(bound, lowerBound(problem)) << where;
             ++checked;
           }
   EXPECT_EQ(checked, 5 * 3 * 3 * 3 * 2);
@@ -212,6 +215,47 @@ TEST(DataParallel, PlanNeverSlowerThanAKindUnderEitherRule) {
         }
         EXPECT_FALSE(tried.empty());
       }
+}
+
+TEST(DataParallel, TheBoundHoldsForEveryPlanTriedOverCostsAndBytes) {
+  // Lopsided costs, heavy ends, one microbatch to more than 2p, uneven
+  // gradient bytes, every sharding: every schedule auto's data-parallel
+  // search tries (kinds, auto's, W after I; torch's rule and buckets) ends
+  // no sooner than the bound, which is at least the pipeline's own bound.
+  int plans = 0, aboveCompute = 0;
+  for (int p : {2, 3})
+    for (int m : {1, p, 2 * p + 1})
+      for (size_t c = 0; c <= costGrid().size(); ++c)
+        for (auto sharding :
+             {DataParallel::Sharding::None, DataParallel::Sharding::Full,
+              DataParallel::Sharding::Hybrid}) {
+          Problem problem = c < costGrid().size()
+                                ? uniformProblem(p, m, p, costGrid()[c], 0.05)
+                                : heavyEndsProblem(p, m);
+          DataParallel dp = ddp(problem, 4, 0.0);
+          for (int s = 0; s < problem.numStages(); ++s)
+            dp.gradBytes[s] = 10.0 + 15.0 * (s % 3);
+          dp.sharding = sharding;
+          dp.shardGroup = 2;
+          KindRequest request;
+          request.timeLimit = 0.02;
+          std::vector<DataParallelPlan> tried;
+          llvm::Expected<DataParallelPlan> best =
+              planDataParallel(problem, dp, request, &tried);
+          ASSERT_TRUE(!!best) << llvm::toString(best.takeError());
+          for (const DataParallelPlan &plan : tried) {
+            const std::string where = fmt::format(
+                "p={} m={} costs #{} {}: {} {}", p, m, c,
+                shardingName(sharding).str(), plan.schedule, plan.placement);
+            EXPECT_LE(plan.bound, plan.dp.step + 1e-9) << where;
+            EXPECT_GE(plan.bound, lowerBound(problem) - 1e-9) << where;
+            aboveCompute += plan.bound > lowerBound(problem) + 1e-9;
+            ++plans;
+          }
+        }
+  EXPECT_GT(plans, 1000);
+  // The collectives and the optimizer raise it above the compute bound.
+  EXPECT_GT(aboveCompute, plans / 2);
 }
 
 TEST(DataParallel, WeightsAfterInputsKeepsTheWork) {
