@@ -20,6 +20,9 @@ against torch's built-ins and every Stagecraft kind, measured. MODE
 `memory` (KIND: kinds, comma-separated): each plan's simulated peak
 activation against the one measured in a real step. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
+MODE `ddp` / `fsdp`: WORLD / 2 replicas of a
+2-rank pipeline, each stage in DDP or FSDP2 over its data-parallel group,
+against the unpipelined model over every replica's microbatches.
 Each rank writes OUT_DIR/rank<R>.json.
 
 The modes live in worker_checks.py (correctness) and worker_bench.py
@@ -33,7 +36,8 @@ import sys
 import torch
 import torch.distributed as dist
 
-from worker_checks import (differential, equal, errors, lowering_trial,
+from worker_checks import (data_parallel, differential, equal, errors,
+                           lowering_trial,
                            out_of_order, policy_plan, profile_auto, promises,
                            scopes, transport_agreement, trial_log)
 from worker_bench import (bench, calibration, grid, lowering_bench, memory,
@@ -81,6 +85,8 @@ def main():
             result = lowering_bench(kind, rank, world, n_mb, **steps)
         elif mode == "recompute":
             result = equal(kind, rank, world, n_mb, recompute="full")
+        elif mode in ("ddp", "fsdp"):
+            result = data_parallel(kind, rank, world, n_mb, mode)
         elif mode == "errors":
             result = errors(rank, world, n_mb)
         elif mode == "promises":

@@ -13,10 +13,10 @@ import stagecraft as sc
 import stagecraft.torch as sct
 from stagecraft.torch._transport import transport_threads
 
-from worker_model import (TORCH_CLASS, build, data, loss_fn, max_rel_err,
-                          plan_all, profiled_problem, reference, relabeled,
-                          run_step, settle, stages_for, torch_schedule,
-                          uniform_plan)
+from worker_model import (TORCH_CLASS, B, StageModule, build, call_step, data,
+                          loss_fn, max_rel_err, plan_all, profiled_problem,
+                          reference, relabeled, run_step, settle, stages_for,
+                          torch_schedule, uniform_plan)
 
 
 def equal(kind, rank, world, n_mb, recompute=None, lowering="torch",
@@ -452,3 +452,63 @@ def profile_auto(rank, world, n_mb):
             "choice": plan.choice, "placement": plan.placement,
             "spread": {str(k): v for k, v in spread.items()}, "grad_err": max_rel_err(mods, grads),
             "losses": losses, "ref_losses": ref_losses}
+
+
+def data_parallel(kind, rank, world, n_mb, wrap):
+    """The pipeline inside data parallelism on a 2-D layout: world / 2
+    replicas of a 2-rank pipeline (replica d is ranks 2d and 2d + 1; each
+    pipeline rank's data-parallel group is that rank of every replica).
+    Each stage module is wrapped in DDP or FSDP2's `fully_shard` over its
+    data-parallel group; replica d trains microbatches d * n_mb ..
+    (d + 1) * n_mb - 1 with Stagecraft's KIND plan on torch's runtime. The
+    gradients must equal the unpipelined model's over all the replicas'
+    microbatches (averaged: the pipeline over its microbatches, the data
+    parallelism over its replicas), and each replica's losses its own
+    microbatches'."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.pipelining import PipelineStage
+    from torch.nn.parallel import DistributedDataParallel
+
+    pp, replicas = 2, world // 2
+    replica, pp_rank = divmod(rank, pp)
+    # Every rank creates every group, in the same order.
+    pp_groups = [dist.new_group(list(range(d * pp, (d + 1) * pp)))
+                 for d in range(replicas)]
+    dp_groups = [dist.new_group([d * pp + r for d in range(replicas)])
+                 for r in range(pp)]
+    pp_group, dp_group = pp_groups[replica], dp_groups[pp_rank]
+    num_stages = stages_for(kind, pp)
+    problem = sc.Problem(ranks=pp, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sct.plan(problem, kind=kind, time_limit=1.0, group=pp_group)
+    mine = sct.stage_indices(plan, group=pp_group)
+    mods = {i: StageModule(i, num_stages) for i in mine}
+    wrapped = {}
+    for i, mod in mods.items():
+        if wrap == "ddp":
+            wrapped[i] = DistributedDataParallel(mod, process_group=dp_group)
+        else:
+            mesh = torch.distributed.device_mesh.DeviceMesh.from_group(
+                dp_group, "cpu")
+            wrapped[i] = fully_shard(mod, mesh=mesh)
+    stages = [PipelineStage(wrapped[i], i, num_stages, torch.device("cpu"),
+                            group=pp_group) for i in mine]
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering="torch",
+                          transport="shared")
+    has_first, has_last = 0 in mine, num_stages - 1 in mine
+    tokens, target = data(replicas * n_mb)
+    rows = slice(replica * n_mb * B, (replica + 1) * n_mb * B)
+    losses = [l.item() for l in call_step(runner, tokens[rows], target[rows],
+                                          has_first, has_last)]
+    ref_losses, grads = reference(num_stages, replicas * n_mb)
+    if wrap == "fsdp":
+        # Each rank holds its shard of every gradient: gather them whole.
+        for mod in mods.values():
+            for p in mod.parameters():
+                p.grad = p.grad.full_tensor()
+    mine_ref = ref_losses[replica * n_mb:(replica + 1) * n_mb]
+    return {"placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+            "loss_err": max((abs(a - b) / abs(b) for a, b in
+                             zip(losses, mine_ref)), default=0.0),
+            "losses": len(losses), "replica": replica,
+            "wrapped": type(next(iter(wrapped.values()))).__name__}

@@ -15,6 +15,7 @@ from .. import Problem, Schedule, ScheduleError
 from . import _plan
 from ._check import _uniform_problem
 from ._collective import _arrive
+from ._data_parallel import reduce_split_backward, split_stages
 from ._lower import (LOWERINGS, _actions_with_comms, _message_order_mismatch,
                      _receives_early, _runtime_for)
 from ._plan import _check_kind, recomputed_stages
@@ -277,6 +278,11 @@ def schedule(stages: list, n_microbatches: int, loss_fn: Callable | None = None,
     for stage in stages:
         if stage.stage_index in checkpointed:
             _checkpointed(stage)
+    # DDP stages whose backward the plan splits reduce at REDUCE_GRAD.
+    split = split_stages(plan)
+    for stage in stages:
+        if stage.stage_index in split:
+            reduce_split_backward(stage)
     # The runner's own copy (`runner.stagecraft_plan`), which records what
     # the trial keeps; the plan given stays as it was.
     plan = plan._with_origin(plan.kind, plan.choice, plan.lower_bound,
