@@ -114,14 +114,32 @@ static LogicalResult withSelectedSchedule(
 static LogicalResult toCsv(Operation *op, llvm::raw_ostream &os) {
   return withSelectedSchedule(op, [&](ScheduleOp s,
                                       const ScheduleModel &model) {
+    // Inside data parallelism, a CSV with communication carries each
+    // stage's REDUCE_GRAD (and, sharded, UNSHARD / RESHARD); torch adds its
+    // own by rule to a compute-only one.
+    std::optional<sched::TorchGradientCells> gradients;
+    if (model.dataParallel && model.program)
+      gradients = sched::TorchGradientCells{
+          model.dataParallel->sharding != sched::DataParallel::Sharding::None};
     llvm::Expected<std::string> csv =
-        model.program ? sched::formatPyTorchCsv(*model.program)
+        model.program ? sched::formatPyTorchCsv(
+                            *model.program, gradients ? &*gradients : nullptr)
                       : sched::formatPyTorchCsv(model.schedule);
     if (!csv)
       return emitScheduleError(s, model, csv.takeError(),
                                model.program ? SiteSpace::Instructions
                                              : SiteSpace::Actions);
     os << *csv;
+    if (model.dataParallel && !model.program)
+      s.emitRemark() << "the compute-only CSV leaves the gradient reductions "
+                        "to torch's rule (REDUCE_GRAD after each stage's last "
+                        "backward); run --pipe-insert-comm first to write "
+                        "Stagecraft's REDUCE_GRAD cells";
+    if (model.dataParallel &&
+        model.dataParallelOptions.placement == sched::ReducePlacement::Bucketed)
+      s.emitWarning() << "dp_placement is bucketed, which torch's CSV cannot "
+                         "express: each REDUCE_GRAD reduces its stage whole "
+                         "(DDP's own buckets still overlap a fused backward)";
     if (!model.problem.isChain())
       s.emitWarning() << "pipeline @" << model.problem.name
                       << " branches (inputs(...)): the CSV lists its stages "

@@ -102,12 +102,19 @@ struct PySchedule {
     return out;
   }
 
-  std::string toCsv(bool comms) const {
+  std::string toCsv(bool comms, bool reduceGrad, bool sharded) const {
+    if ((reduceGrad || sharded) && !comms)
+      throw ScheduleFailure(
+          "to_csv: reduce_grad and sharded need comms=True (torch adds its "
+          "own REDUCE_GRAD by rule to a compute-only CSV)");
+    if (sharded && !reduceGrad)
+      throw ScheduleFailure("to_csv: sharded=True needs reduce_grad=True");
     if (!comms)
       return take(formatPyTorchCsv(schedule));
     Program lowered =
         program ? *program : lowerCommunicationEarlyReceives(problem, schedule);
-    return take(formatPyTorchCsv(lowered));
+    TorchGradientCells gradients{sharded};
+    return take(formatPyTorchCsv(lowered, reduceGrad ? &gradients : nullptr));
   }
 };
 
@@ -587,8 +594,13 @@ NB_MODULE(_core, m) {
           "micros_per_unit: trace microseconds per unit (1000: the unit is "
           "a millisecond).")
       .def("to_csv", &PySchedule::toCsv, nb::arg("comms") = false,
+           nb::arg("reduce_grad") = false, nb::arg("sharded") = false,
            "torch.distributed.pipelining CSV, one row per rank; comms=True "
-           "adds the SEND_/RECV_ cells Stagecraft lowered and verified.")
+           "adds the SEND_/RECV_ cells Stagecraft lowered and verified; "
+           "reduce_grad=True (with comms) each stage's REDUCE_GRAD after its "
+           "last gradient action and its WAIT_REDUCE_GRAD deferred to the "
+           "rank's next reduction or its row's end; sharded=True also each "
+           "stage's UNSHARD first and RESHARD after its wait (FSDP).")
       .def(
           "summary",
           [](const PySchedule &s, int width) {

@@ -215,20 +215,27 @@ def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world
     assert_equal_to_unpipelined(launch(tmp_path, "equal", kind, world))
 
 
-@pytest.mark.parametrize("wrap,kind", [("ddp", "1f1b"), ("ddp", "zb-v"),
-                                       ("fsdp", "zb-h1")])
+@pytest.mark.parametrize("mode,kind", [
+    ("ddp", "1f1b"), ("ddp-stagecraft", "zb-v"), ("fsdp", "zb-h1"),
+    ("fsdp-stagecraft", "zb-v")])
 def test_a_pipeline_inside_data_parallelism_equals_the_data_parallel_model(
-        tmp_path, wrap, kind):
+        tmp_path, mode, kind):
     # 2 replicas of a 2-rank pipeline, each stage in DDP or FSDP2 over its
     # data-parallel group: every rank's gradients are those of the
     # unpipelined model over both replicas' microbatches, so a reduction
     # missing (DDP under a split backward, as torch leaves it) fails here.
-    results = launch(tmp_path, wrap, kind, 4, n_mb=4)
+    # "-stagecraft": torch's runtime runs Stagecraft's gradient cells.
+    results = launch(tmp_path, mode, kind, 4, n_mb=4)
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
         assert res["loss_err"] <= 1e-5, (r, res)
         assert res["replica"] == r // 2 and res["wrapped"] in (
             "DistributedDataParallel", "FSDPStageModule"), res
+        if mode == "fsdp-stagecraft":
+            assert res["cells"] == ["REDUCE_GRAD", "RESHARD", "UNSHARD",
+                                    "WAIT_REDUCE_GRAD"], res
+        elif mode == "ddp-stagecraft":
+            assert res["cells"] == ["REDUCE_GRAD", "WAIT_REDUCE_GRAD"], res
     assert sum(res["losses"] for res in results) == 2 * 4
 
 
@@ -384,6 +391,52 @@ def test_torchs_csv_loader_accepts_every_kind(tmp_path, kind, comms):
     else:
         for r in range(ranks):
             assert [str(a) for a in runtime.pipeline_order[r]] == plan.actions(r)
+
+
+@pytest.mark.parametrize("kind", ["1f1b", "interleaved-1f1b", "zb-v"])
+@pytest.mark.parametrize("sharded", [False, True])
+def test_torchs_runtime_accepts_stagecraft_gradient_cells(kind, sharded):
+    from torch.distributed.pipelining import schedules as ts
+    ranks, n_mb = 4, 8
+    num_stages = 2 * ranks
+    problem = sc.Problem(ranks=ranks, microbatches=n_mb,
+                         stages=[sc.Stage() for _ in range(num_stages)])
+    plan = sc.schedule(problem, kind=kind, time_limit=0.5)
+    text = plan.to_csv(comms=True, reduce_grad=True, sharded=sharded)
+    rows = text.strip().split("\n")
+    for r in range(ranks):
+        cells = rows[r].split(",")
+        mine = sct.stage_indices(plan, r)
+        # One reduction per stage, after its last gradient action; its wait
+        # before the rank's next reduction or at the row's end.
+        reduces = [c for c in cells if c.endswith("REDUCE_GRAD")
+                   and "WAIT" not in c]
+        assert sorted(reduces) == sorted(f"{s}REDUCE_GRAD" for s in mine)
+        for s in mine:
+            at = cells.index(f"{s}REDUCE_GRAD")
+            last = max(i for i, c in enumerate(cells)
+                       if re.fullmatch(f"{s}[WB][0-9]+", c))
+            # Only the previous reduction's wait (and reshard) between.
+            assert at > last and all(
+                re.fullmatch("[0-9]+(WAIT_REDUCE_GRAD|RESHARD)", c)
+                for c in cells[last + 1:at]), (r, s, cells)
+        assert (sum(c.endswith("UNSHARD") for c in cells) == len(mine)) \
+            == sharded
+    stages = [FakeStage(i, num_stages, 0, ranks)
+              for i in sct.stage_indices(plan, 0)]
+    runtime = ts._PipelineScheduleRuntime(stages, n_mb)
+    # torch's own check: each REDUCE_GRAD waited for, one pending a rank.
+    runtime._prepare_schedule_with_comms(
+        {r: [ts._Action.from_str(c) for c in rows[r].split(",")]
+         for r in range(ranks)}, format="compute_comms")
+    # Read back, the cells are skipped: the same schedule.
+    again = sc.from_csv(problem, text)
+    assert [again.actions(r) for r in range(ranks)] == \
+        [plan.actions(r) for r in range(ranks)]
+    with pytest.raises(sc.ScheduleError, match="need comms=True"):
+        plan.to_csv(reduce_grad=True)
+    with pytest.raises(sc.ScheduleError, match="needs reduce_grad=True"):
+        plan.to_csv(comms=True, sharded=True)
 
 
 def test_a_branching_pipeline_is_refused():

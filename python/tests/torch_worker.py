@@ -20,9 +20,11 @@ against torch's built-ins and every Stagecraft kind, measured. MODE
 `memory` (KIND: kinds, comma-separated): each plan's simulated peak
 activation against the one measured in a real step. MODE
 `bench`: median step time of Stagecraft's schedule and of torch's own.
-MODE `ddp` / `fsdp`: WORLD / 2 replicas of a
-2-rank pipeline, each stage in DDP or FSDP2 over its data-parallel group,
-against the unpipelined model over every replica's microbatches.
+MODE `ddp` / `fsdp` (`ddp-stagecraft` /
+`fsdp-stagecraft`: with Stagecraft's lowering and gradient cells): WORLD /
+2 replicas of a 2-rank pipeline, each stage in DDP or FSDP2 over its
+data-parallel group, against the unpipelined model over every replica's
+microbatches.
 Each rank writes OUT_DIR/rank<R>.json.
 
 The modes live in worker_checks.py (correctness) and worker_bench.py
@@ -87,6 +89,9 @@ def main():
             result = equal(kind, rank, world, n_mb, recompute="full")
         elif mode in ("ddp", "fsdp"):
             result = data_parallel(kind, rank, world, n_mb, mode)
+        elif mode in ("ddp-stagecraft", "fsdp-stagecraft"):
+            result = data_parallel(kind, rank, world, n_mb,
+                                   mode.split("-")[0], lowering="stagecraft")
         elif mode == "errors":
             result = errors(rank, world, n_mb)
         elif mode == "promises":

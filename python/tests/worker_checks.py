@@ -454,7 +454,7 @@ def profile_auto(rank, world, n_mb):
             "losses": losses, "ref_losses": ref_losses}
 
 
-def data_parallel(kind, rank, world, n_mb, wrap):
+def data_parallel(kind, rank, world, n_mb, wrap, lowering="torch"):
     """The pipeline inside data parallelism on a 2-D layout: world / 2
     replicas of a 2-rank pipeline (replica d is ranks 2d and 2d + 1; each
     pipeline rank's data-parallel group is that rank of every replica).
@@ -464,7 +464,8 @@ def data_parallel(kind, rank, world, n_mb, wrap):
     gradients must equal the unpipelined model's over all the replicas'
     microbatches (averaged: the pipeline over its microbatches, the data
     parallelism over its replicas), and each replica's losses its own
-    microbatches'."""
+    microbatches'. `lowering`: sct.schedule's (torch's rule places the
+    reductions; "stagecraft": Stagecraft's CSV cells)."""
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage
     from torch.nn.parallel import DistributedDataParallel
@@ -493,7 +494,7 @@ def data_parallel(kind, rank, world, n_mb, wrap):
             wrapped[i] = fully_shard(mod, mesh=mesh)
     stages = [PipelineStage(wrapped[i], i, num_stages, torch.device("cpu"),
                             group=pp_group) for i in mine]
-    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering="torch",
+    runner = sct.schedule(stages, n_mb, loss_fn, plan=plan, lowering=lowering,
                           transport="shared")
     has_first, has_last = 0 in mine, num_stages - 1 in mine
     tokens, target = data(replicas * n_mb)
@@ -511,4 +512,10 @@ def data_parallel(kind, rank, world, n_mb, wrap):
             "loss_err": max((abs(a - b) / abs(b) for a, b in
                              zip(losses, mine_ref)), default=0.0),
             "losses": len(losses), "replica": replica,
-            "wrapped": type(next(iter(wrapped.values()))).__name__}
+            "wrapped": type(next(iter(wrapped.values()))).__name__,
+            # The data-parallel cells this rank ran (none where torch's
+            # single-stage class runs the plan with its own step loop).
+            "cells": sorted({str(a)[len(str(a.stage_index)):] for a in
+                             getattr(runner, "pipeline_order_with_comms",
+                                     {}).get(pp_rank, [])
+                             if "GRAD" in str(a) or "SHARD" in str(a)})}

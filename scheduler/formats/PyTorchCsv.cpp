@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 using namespace stagecraft::pipe::sched;
 
@@ -35,8 +36,18 @@ static std::string commCell(const CommOp &op) {
                      act ? 'F' : 'B', m.microbatch);
 }
 
+/// The stage whose gradient \p a computes (W, B, an F&B's backward), or -1.
+static int gradientStage(const Action &a) {
+  if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight)
+    return a.stage;
+  if (a.kind == ActionKind::ForwardBackward)
+    return a.backwardStage;
+  return -1;
+}
+
 llvm::Expected<std::string>
-stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
+stagecraft::pipe::sched::formatPyTorchCsv(const Program &program,
+                                          const TorchGradientCells *gradients) {
   for (int r = 0; r < program.numRanks(); ++r)
     for (int i = 0, e = static_cast<int>(program.ranks[r].size()); i < e; ++i)
       if (program.ranks[r][i].kind == Instruction::Kind::Compute &&
@@ -62,6 +73,34 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
     // at the end of the step.
     std::vector<std::pair<int, int>> pendingForward;
     std::vector<std::string> pendingOther;
+    // Data-parallel cells: each stage's last gradient action on this rank,
+    // and the reduction not yet waited for.
+    std::map<int, int> lastGradient;
+    std::optional<int> pendingReduce;
+    auto waitReduce = [&]() {
+      if (!pendingReduce)
+        return;
+      cell(fmt::format("{}WAIT_REDUCE_GRAD", *pendingReduce));
+      if (gradients->sharded)
+        cell(fmt::format("{}RESHARD", *pendingReduce));
+      pendingReduce.reset();
+    };
+    if (gradients) {
+      std::vector<int> firstUse;
+      for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
+        if (rank[i].kind != Instruction::Kind::Compute)
+          continue;
+        const Action &a = rank[i].action;
+        for (int s : {a.stage, a.backwardStage})
+          if (s >= 0 && !llvm::is_contained(firstUse, s))
+            firstUse.push_back(s);
+        if (int s = gradientStage(a); s >= 0)
+          lastGradient[s] = i;
+      }
+      if (gradients->sharded)
+        for (int s : firstUse)
+          cell(fmt::format("{}UNSHARD", s));
+    }
     for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
       const Instruction &instr = rank[i];
       if (instr.kind != Instruction::Kind::Compute) {
@@ -79,6 +118,12 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
       }
       const Action &a = instr.action;
       cell(torchName(a));
+      if (int s = gradientStage(a);
+          gradients && s >= 0 && lastGradient.at(s) == i) {
+        waitReduce();
+        cell(fmt::format("{}REDUCE_GRAD", s));
+        pendingReduce = s;
+      }
       std::optional<std::pair<int, int>> backward;
       if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
         backward = {a.stage, a.microbatch};
@@ -97,6 +142,8 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program) {
       cell(fmt::format("{}WAIT_SEND_F{}", stage, mb));
     for (const std::string &wait : pendingOther)
       cell(wait);
+    if (gradients)
+      waitReduce();
     out += '\n';
   }
   return out;
@@ -208,6 +255,20 @@ stagecraft::pipe::sched::parsePyTorchCsv(llvm::StringRef text,
                                        "<stage>WAIT_SEND_F<microbatch> or "
                                        "<stage>WAIT_SEND_B<microbatch>",
                                        cell.str()));
+      } else if (llvm::StringRef kindText = cell.drop_while(llvm::isDigit);
+                 kindText == "REDUCE_GRAD" || kindText == "WAIT_REDUCE_GRAD" ||
+                 kindText == "UNSHARD" || kindText == "RESHARD") {
+        // torch's data-parallel cells: no pipeline dependency, checked for
+        // form.
+        int stage = 0;
+        if (!parseIndex(cell.drop_back(kindText.size()), stage))
+          return fail(pos, fmt::format("bad action '{}': expected "
+                                       "<stage>{}",
+                                       cell.str(), kindText.str()));
+        if (stage >= n)
+          return fail(pos, fmt::format("action '{}' names stage {}, pipeline "
+                                       "@{} has {} stages",
+                                       cell.str(), stage, problem.name, n));
       } else if (!cell.empty()) {
         // A cell of digits only has no kind letter: npos would overrun.
         size_t digits = std::min(cell.find_if_not(llvm::isDigit), cell.size());

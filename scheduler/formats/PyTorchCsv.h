@@ -6,7 +6,9 @@
 // idle steps. Communication cells follow PyTorch's `_add_send_recv`:
 // `<s>SEND_F<m>` on the rank of stage s and `<s+1>RECV_F<m>` on the next
 // stage's rank for an activation, `<s>SEND_B<m>` and `<s-1>RECV_B<m>` for a
-// gradient. A CSV with them imports as a program (its transfers in the
+// gradient. `REDUCE_GRAD`, `WAIT_REDUCE_GRAD`, `UNSHARD` and `RESHARD`
+// (torch's data-parallel cells) are written on request and skipped on
+// import. A CSV with them imports as a program (its transfers in the
 // written order, then verified like any); one without, as a schedule whose
 // communication the compiler derives.
 //
@@ -56,9 +58,24 @@ struct ImportedSchedule {
 /// cell for.
 llvm::Expected<std::string> formatPyTorchCsv(const Schedule &schedule);
 
+/// The data-parallel cells of torch's runtime a CSV may carry: each
+/// stage's `REDUCE_GRAD` right after its last gradient action (W, B, or
+/// the backward of an F&B) on its rank, with the matching
+/// `WAIT_REDUCE_GRAD` deferred to before the rank's next `REDUCE_GRAD` or
+/// the end of its row (one reduction pending at a time, the rest of the
+/// step overlapping it); sharded, also each stage's `UNSHARD` at the start
+/// of its rank's row, in the order of first use, and its `RESHARD` after
+/// its reduction's wait.
+struct TorchGradientCells {
+  bool sharded = false;
+};
+
 /// As above with \p program's transfers as communication cells (a group's
-/// transfers one after another, as PyTorch's CSV has no groups).
-llvm::Expected<std::string> formatPyTorchCsv(const Program &program);
+/// transfers one after another, as PyTorch's CSV has no groups), and with
+/// \p gradients' cells when given.
+llvm::Expected<std::string>
+formatPyTorchCsv(const Program &program,
+                 const TorchGradientCells *gradients = nullptr);
 
 /// How torch's runtime can run \p schedule's recomputation: the stages
 /// whose every forward recomputes in full (run their modules under

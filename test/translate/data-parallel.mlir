@@ -1,5 +1,8 @@
 // RUN: stagecraft-opt %s --pipe-schedule=kind=1f1b | stagecraft-translate --pipe-to-summary | FileCheck %s --check-prefix=SUMMARY
 // RUN: stagecraft-opt %s --pipe-schedule=kind=1f1b | stagecraft-translate --pipe-to-chrome-trace > %t.json
+// RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 --pipe-insert-comm | stagecraft-translate --pipe-to-csv | FileCheck %s --check-prefix=CSV
+// RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 | stagecraft-translate --pipe-to-csv 2>/dev/null | FileCheck %s --check-prefix=COMPUTE
+// RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 | stagecraft-translate --pipe-to-csv 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1]))['traceEvents']; [print(e['name'], e['tid'], int(e['ts']), int(e['dur'])) for e in d if e['ph'] == 'X' and e['cat'] in ('gather', 'reduce', 'optimizer', 'forward')]; [print(e['tid'], e['args']['name']) for e in d if e['name'] == 'thread_name']" %t.json | FileCheck %s --check-prefix=TRACE
 
 // Tests the summary and the Chrome trace inside fully sharded data
@@ -7,6 +10,16 @@
 // stages over 2 replicas): each rank gathers its stage's weights over
 // [0, 1], so the pipeline starts 1 late; the reduce-scatters follow each
 // stage's last backward (rank 1 at 8, rank 0 at 10); the step ends at 11.
+
+// torch's CSV with communication carries the data-parallel cells: each
+// stage's weights unsharded first, its REDUCE_GRAD right after its last W,
+// the wait at the row's end (no later reduction on the rank), then the
+// reshard.
+// CSV: 0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0WAIT_SEND_F0,0W0,0RECV_B1,0I1,0WAIT_SEND_F1,0W1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0RESHARD
+// CSV-NEXT: 1UNSHARD,1RECV_F0,1F0,1I0,1SEND_B0,1RECV_F1,1F1,1I1,1SEND_B1,1W0,1W1,1REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1,1WAIT_REDUCE_GRAD,1RESHARD
+// Without communication torch adds its own reductions, and says so.
+// COMPUTE: 0F0,0F1,0I0,0W0,0I1,0W1{{$}}
+// REMARK: remark: the compute-only CSV leaves the gradient reductions to torch's rule
 
 // SUMMARY: data parallel: 2 replicas, sharding full, reductions torch's rule
 // SUMMARY-NEXT: step 11 (every rank's optimizer step done), lower bound 7 (step / bound 1.5714); the pipeline's compute starts 1 late for its weights

@@ -21,27 +21,25 @@ from __future__ import annotations
 
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+from torch.distributed.pipelining import schedules as _ts
 from torch.nn.parallel import DistributedDataParallel
 
 from .._core import Schedule
 
 
 def split_stages(plan: Schedule) -> set[int]:
-    """The stages whose backward `plan` splits into I and W."""
+    """The stages whose backward `plan` splits into I and W (an
+    overlapped F&B's halves included)."""
+    split = (_ts._ComputationType.BACKWARD_INPUT,
+             _ts._ComputationType.BACKWARD_WEIGHT)
     out = set()
     for r in range(plan.num_ranks):
-        for a in plan.actions(r):
-            stage, kind = _stage_and_kind(a)
-            if kind in ("I", "W"):
-                out.add(stage)
+        for cell in plan.actions(r):
+            action = _ts._Action.from_str(cell)
+            for a in action.sub_actions or (action,):
+                if a.computation_type in split:
+                    out.add(a.stage_index)
     return out
-
-
-def _stage_and_kind(cell: str) -> tuple[int, str]:
-    digits = 0
-    while digits < len(cell) and cell[digits].isdigit():
-        digits += 1
-    return int(cell[:digits]), cell[digits:digits + 1]
 
 
 def reduce_split_backward(stage) -> bool:

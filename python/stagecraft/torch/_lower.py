@@ -14,8 +14,10 @@ from .. import Schedule
 from ._check import _single_stage_order
 
 
-def _actions_with_comms(plan: Schedule) -> dict[int, list[Any]]:
-    rows = plan.to_csv(comms=True).rstrip("\n").split("\n")
+def _actions_with_comms(plan: Schedule, reduce_grad: bool = False,
+                        sharded: bool = False) -> dict[int, list[Any]]:
+    rows = plan.to_csv(comms=True, reduce_grad=reduce_grad,
+                       sharded=sharded).rstrip("\n").split("\n")
     actions = {}
     for rank, row in enumerate(rows):
         cells = [c for c in row.split(",") if c.strip()]

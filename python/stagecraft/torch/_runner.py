@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 import torch.utils.checkpoint
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.pipelining import schedules as _ts
 
 from .. import Problem, Schedule, ScheduleError
@@ -113,13 +114,15 @@ class _StagecraftRuntime(_CandidateRunner, _ts._PipelineScheduleRuntime):
         """Every rank's order with communication under `lowering`, by
         lowering name ("auto": "early", then "torch")."""
         if lowering == "stagecraft":
-            # Stagecraft's CSV already retires each send (WAIT_SEND_F/B);
-            # torch's runtime also wants each stage's gradient reduction
-            # after its last backward, which torch's own pass inserts
-            # without moving anything.
-            with_comms = {r: _ts._add_reduce_grad(acts, n_microbatches)
-                          for r, acts in _actions_with_comms(
-                              self.stagecraft_plan).items()}
+            # Stagecraft's CSV retires each send (WAIT_SEND_F/B) and places
+            # each stage's gradient reduction after its last gradient
+            # action, its wait deferred to the rank's next reduction (the
+            # rest of the step overlaps it); FSDP stages also unshard first
+            # and reshard after their reduction.
+            with_comms = _actions_with_comms(
+                self.stagecraft_plan, reduce_grad=True,
+                sharded=any(isinstance(st.submod, FSDPModule)
+                            for st in self._stages))
             self._prepare_schedule_with_comms(with_comms,
                                               format="compute_comms")
             return {"stagecraft": self.pipeline_order_with_comms}
