@@ -230,10 +230,6 @@ struct SchedulePass
       return pipeline.emitError()
              << "kind=auto with data_parallel(...) minimizes the step with "
                 "its collectives; objective=span is not supported with it";
-    if (!problem.lengths.empty())
-      return pipeline.emitError()
-             << "kind=auto with data_parallel(...) and lengths(...) is not "
-                "supported yet: give a fixed kind (with reduce=)";
     llvm::Expected<sched::DataParallelPlan> plan = sched::planDataParallel(
         problem, *dataParallelFromPipeline(pipeline), request);
     if (!plan)
@@ -250,6 +246,11 @@ struct SchedulePass
                 builder.getStringAttr(plan->schedule + "; " + plan->placement));
     setDataParallelOptions(op, plan->options);
     op.setDpBoundAttr(builder.getF64FloatAttr(plan->bound));
+    if (!plan->microbatchOrder.empty())
+      op->setAttr(
+          "microbatch_order",
+          builder.getDenseI64ArrayAttr(SmallVector<int64_t>(
+              plan->microbatchOrder.begin(), plan->microbatchOrder.end())));
     symbols.insert(op, Block::iterator(op));
     return success();
   }

@@ -917,8 +917,11 @@ NB_MODULE(_core, m) {
         out["held_bytes"] = plan.dp.heldBytes;
         out["choice"] = plan.schedule;
         out["placement"] = plan.placement;
+        if (!plan.microbatchOrder.empty())
+          p = reorderedMicrobatches(p, plan.microbatchOrder);
         PySchedule schedule =
             finish(std::move(p), std::move(plan.plan), "data-parallel");
+        schedule.microbatchOrder = plan.microbatchOrder;
         schedule.choice = plan.schedule + "; " + plan.placement;
         out["schedule"] = nb::cast(std::move(schedule), nb::rv_policy::move);
         return out;

@@ -78,28 +78,37 @@ llvm::Expected<DataParallelPlan> stagecraft::pipe::sched::planDataParallel(
       return peaks.takeError();
     limit = *std::max_element(peaks->begin(), peaks->end());
   }
-  std::vector<std::pair<std::string, Schedule>> schedules;
+  // Each candidate with the microbatch order it runs (auto may reorder
+  // microbatches of different lengths; empty: as given).
+  struct Candidate {
+    std::string name;
+    Schedule schedule;
+    std::vector<int> order;
+  };
+  std::vector<Candidate> schedules;
   for (ScheduleKind kind : allScheduleKinds()) {
     llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
     if (!s) {
       llvm::consumeError(s.takeError());
       continue;
     }
-    schedules.push_back({scheduleKindName(kind).str(), std::move(*s)});
+    schedules.push_back({scheduleKindName(kind).str(), std::move(*s), {}});
   }
   KindRequest autoRequest = request;
   autoRequest.kind = "auto";
   autoRequest.memoryLimit = limit;
   if (llvm::Expected<KindResult> found = scheduleByName(problem, autoRequest))
-    schedules.push_back(
-        {fmt::format("auto ({})", found->choice), std::move(found->schedule)});
+    schedules.push_back({fmt::format("auto ({})", found->choice),
+                         std::move(found->schedule),
+                         std::move(found->microbatchOrder)});
   else
     llvm::consumeError(found.takeError());
   const size_t given = schedules.size();
   for (size_t i = 0; i < given; ++i) {
-    Schedule moved = weightsAfterInputs(schedules[i].second);
-    if (!(moved.ranks == schedules[i].second.ranks))
-      schedules.push_back({schedules[i].first + ", W after I", moved});
+    Schedule moved = weightsAfterInputs(schedules[i].schedule);
+    if (!(moved.ranks == schedules[i].schedule.ranks))
+      schedules.push_back(
+          {schedules[i].name + ", W after I", moved, schedules[i].order});
   }
   std::vector<DataParallelOptions> placements = {
       {ReducePlacement::AfterLastBackward, 0.0},
@@ -112,8 +121,10 @@ llvm::Expected<DataParallelPlan> stagecraft::pipe::sched::planDataParallel(
       placements.push_back({ReducePlacement::Bucketed, largest / parts});
   std::optional<DataParallelPlan> best;
   std::optional<llvm::Error> firstError;
-  for (const auto &[name, schedule] : schedules) {
-    llvm::Expected<Timeline> timeline = simulate(problem, schedule);
+  for (const auto &[name, schedule, order] : schedules) {
+    const Problem ordered =
+        order.empty() ? problem : reorderedMicrobatches(problem, order);
+    llvm::Expected<Timeline> timeline = simulate(ordered, schedule);
     if (!timeline) {
       if (!firstError)
         firstError = timeline.takeError();
@@ -127,7 +138,9 @@ llvm::Expected<DataParallelPlan> stagecraft::pipe::sched::planDataParallel(
       continue;
     for (const DataParallelOptions &options : placements) {
       llvm::Expected<DataParallelPlan> plan =
-          planOf(problem, schedule, *timeline, dp, options, name);
+          planOf(ordered, schedule, *timeline, dp, options, name);
+      if (plan)
+        plan->microbatchOrder = order;
       if (!plan) {
         if (!firstError)
           firstError = plan.takeError();

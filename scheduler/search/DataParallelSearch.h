@@ -26,6 +26,11 @@ struct DataParallelPlan {
   /// 80 MB").
   std::string schedule, placement;
   Schedule plan;
+  /// auto with `lengths`: the microbatch order its schedule runs (position
+  /// k is the problem's microbatch microbatchOrder[k], as
+  /// KindResult::microbatchOrder); `plan` and `timeline` index positions.
+  /// Empty: as given.
+  std::vector<int> microbatchOrder;
   Timeline timeline;
   DataParallelOptions options;
   DataParallelTimeline dp;

@@ -1,6 +1,7 @@
 // RUN: stagecraft-opt %s --pipe-schedule=kind=1f1b --pipe-simulate | FileCheck %s --check-prefix=TORCH
 // RUN: stagecraft-opt %s --pipe-schedule="kind=1f1b reduce=bucketed bucket=1.0" --pipe-simulate | FileCheck %s --check-prefix=BUCKET
 // RUN: stagecraft-opt %s --pipe-schedule=kind=auto --pipe-simulate | FileCheck %s --check-prefix=AUTO
+// RUN: stagecraft-opt %S/Inputs/long-tail-dp.mlir --pipe-schedule="kind=auto time-limit=1 memory-limit=14" --pipe-verify-schedule --pipe-simulate | FileCheck %s --check-prefix=ORDER
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=1f1b reduce=megatron" 2>&1 | FileCheck %s --check-prefix=BADREDUCE
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=1f1b reduce=bucketed bucket=0" 2>&1 | FileCheck %s --check-prefix=BADBUCKET
 // RUN: not stagecraft-opt %s --pipe-schedule="kind=auto objective=span" 2>&1 | FileCheck %s --check-prefix=SPAN
@@ -31,6 +32,12 @@
 // AUTO-SAME: auto_choice = "zb-h1; bucketed 0.125 bytes"
 // AUTO-SAME: dp_placement = "bucketed", dp_step = 8.062500e+00
 // AUTO-SAME: kind = "auto", makespan = 7.000000e+00
+
+// With lengths, auto may run the microbatches in another order: the
+// schedule carries it, and verifies and simulates with it.
+// ORDER: auto_choice = "auto (zb-h1; microbatches shortest first); bucketed
+// ORDER-SAME: dp_step =
+// ORDER-SAME: microbatch_order = array<i64: 7, 5, 3, 1, 0, 4, 6, 2>
 
 // BADREDUCE: reduce=megatron is not one of torch, bucketed
 // BADBUCKET: bucket=0 must be a finite number of bytes > 0

@@ -20,6 +20,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;
 
@@ -256,6 +258,44 @@ TEST(DataParallel, TheBoundHoldsForEveryPlanTriedOverCostsAndBytes) {
   EXPECT_GT(plans, 1000);
   // The collectives and the optimizer raise it above the compute bound.
   EXPECT_GT(aboveCompute, plans / 2);
+}
+
+TEST(DataParallel, AutosMicrobatchOrderTravelsWithItsPlan) {
+  // Long-tailed lengths: where auto reorders the microbatches, its plan
+  // carries the order, and the schedule read with that order simulates to
+  // the step reported (read as given, the lengths would land on other
+  // microbatches).
+  int reordered = 0;
+  for (unsigned seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    Problem problem = uniformProblem(4, 8, 4, {1.0, 1.0, 0.5}, 0.02);
+    std::mt19937 rng(seed);
+    std::lognormal_distribution<double> length(7.0, 0.8);
+    for (int k = 0; k < 8; ++k)
+      problem.lengths.push_back(std::max(64.0, std::round(length(rng))));
+    problem.referenceLength = 1024.0;
+    DataParallel dp = ddp(problem, 8, 20.0);
+    KindRequest request;
+    request.timeLimit = 0.2;
+    std::vector<DataParallelPlan> tried;
+    llvm::Expected<DataParallelPlan> best =
+        planDataParallel(problem, dp, request, &tried);
+    ASSERT_TRUE(!!best) << llvm::toString(best.takeError());
+    for (const DataParallelPlan &plan : tried) {
+      const std::string where =
+          fmt::format("seed {}: {} {}", seed, plan.schedule, plan.placement);
+      const Problem seen =
+          plan.microbatchOrder.empty()
+              ? problem
+              : reorderedMicrobatches(problem, plan.microbatchOrder);
+      Timeline back = llvm::cantFail(simulate(seen, plan.plan));
+      EXPECT_NEAR(back.makespan, plan.timeline.makespan, 1e-9) << where;
+      DataParallelTimeline step = llvm::cantFail(
+          simulateDataParallel(seen, plan.plan, back, dp, plan.options));
+      EXPECT_NEAR(step.step, plan.dp.step, 1e-9) << where;
+      reordered += !plan.microbatchOrder.empty();
+    }
+  }
+  EXPECT_GT(reordered, 0);
 }
 
 TEST(DataParallel, WeightsAfterInputsKeepsTheWork) {
