@@ -187,7 +187,6 @@ Timeline measuredTimeline(
   return t;
 }
 
-/// A problem from the JSON `stagecraft-translate --pipe-to-problem` writes.
 /// A chain of layers from Stage values (partition_layers' input).
 std::vector<Layer> layerChain(const std::vector<Stage> &layers) {
   std::vector<Layer> chain;
@@ -215,6 +214,7 @@ std::vector<Stage> namedStages(llvm::ArrayRef<Layer> chain,
   return stages;
 }
 
+/// A problem from the JSON `stagecraft-translate --pipe-to-problem` writes.
 Problem problemFromJson(const std::string &text) {
   return take(readProblemJson(text));
 }
