@@ -90,6 +90,7 @@ HelixBlock::~HelixBlock() = default;
 HelixBlock::HelixBlock(HelixBlock &&) noexcept = default;
 
 void HelixBlock::setStep(int step) { impl->step = step; }
+void HelixBlock::setDataOffset(int first) { impl->c.dataOffset = first; }
 std::vector<Parameter> &HelixBlock::parameters() { return impl->params; }
 
 double HelixBlock::loss(int mb) const {

@@ -31,6 +31,7 @@ public:
   HelixBlock(HelixBlock &&) noexcept;
 
   void setStep(int step) override;
+  void setDataOffset(int first) override;
   std::vector<Parameter> &parameters() override;
   double loss(int mb) const override;
 

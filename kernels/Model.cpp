@@ -256,6 +256,7 @@ StageFactory stagecraft::kernels::hostStages() {
 }
 
 void Stage::setStep(int step) { impl->step = step; }
+void Stage::setDataOffset(int first) { impl->c.dataOffset = first; }
 
 std::vector<Parameter> &Stage::parameters() { return impl->params; }
 

@@ -46,6 +46,9 @@ struct ModelConfig {
   /// The microbatch whose data each position computes (auto's microbatch
   /// order); empty: its own.
   std::vector<int> order;
+  /// The data of this replica's first microbatch under data parallelism
+  /// (replica k of a step's N x m microbatches starts at k x m); 0 alone.
+  int dataOffset = 0;
   /// Prepended to every parameter name (a branch of a branching model:
   /// its parameters apart from the trunk's).
   std::string prefix;
@@ -60,7 +63,8 @@ struct ModelConfig {
   }
   /// The data microbatch position \p mb computes (its seed).
   int dataIndex(int mb) const {
-    return mb >= 0 && mb < static_cast<int>(order.size()) ? order[mb] : mb;
+    return dataOffset +
+           (mb >= 0 && mb < static_cast<int>(order.size()) ? order[mb] : mb);
   }
   int ffn() const { return 4 * hidden; }
   /// Bytes of one activation or gradient message (tokens x hidden floats).
@@ -104,6 +108,9 @@ class StageModel {
 public:
   virtual ~StageModel();
   virtual void setStep(int step) = 0;
+  /// Data parallelism: the data of this piece's microbatch 0 is the step's
+  /// microbatch \p first (ModelConfig::dataOffset).
+  virtual void setDataOffset(int first) = 0;
   virtual std::vector<Parameter> &parameters() = 0;
   /// Cross-entropy of microbatch \p mb (the piece with the loss only).
   virtual double loss(int mb) const = 0;
@@ -190,6 +197,7 @@ public:
 
   /// The step whose data the first stage embeds.
   void setStep(int step) override;
+  void setDataOffset(int first) override;
   void forward(int mb, const float *input, float *output) override;
   void backwardInput(int mb, const float *outputGrad,
                      float *inputGrad) override;

@@ -69,6 +69,11 @@ Error stagecraft::runtime::checkMemory(const sched::Plan &plan, int mpiRank,
       training
           ? training->model.estimateBytes(layers, training->model.microbatches)
           : 0.0;
+  if (mpiRank < 0 && training) {
+    // Every replica's ranks run in this process.
+    slots *= training->replicas;
+    model *= training->replicas;
+  }
   if (slots + model <= *limit)
     return Error::success();
   return createStringError(
@@ -147,6 +152,34 @@ Expected<sched::Plan> stagecraft::runtime::loadPlan(const DriverOptions &o,
   return plan;
 }
 
+/// What --data-parallel runs with, and what it does not (yet).
+static Error checkDataParallel(const DriverOptions &o) {
+  auto refuse = [&](const std::string &why) {
+    return createStringError(
+        inconvertibleErrorCode(),
+        fmt::format("--data-parallel={}: {}", o.dataParallel, why));
+  };
+  if (o.dataParallel < 1)
+    return refuse("expected a number of replicas, at least 1");
+  if (o.dataParallel == 1)
+    return Error::success();
+  if (!o.train)
+    return refuse("replicas train: it needs --train");
+  if (o.backend == "cuda" || o.modelCode == "device")
+    return refuse("replicas train the reference model on local and mpi; the "
+                  "cuda backend and --model=device do not reduce gradients "
+                  "yet");
+  if (o.profile)
+    return refuse("--profile measures one replica's stages; drop "
+                  "--data-parallel");
+  if (!o.injectFailure.empty() || !o.injectSlowdown.empty() ||
+      o.stragglerThreshold || o.overlapSteps)
+    return refuse("--inject-failure, --inject-slowdown, "
+                  "--straggler-threshold and --overlap-steps run on one "
+                  "replica only (not combined with replicas yet)");
+  return Error::success();
+}
+
 int stagecraft::runtime::runDriver(const DriverOptions &o,
                                    const PlanSource &source, int rank) {
   auto fail = [&](Error err) {
@@ -161,6 +194,8 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   Expected<double> limit = parseDuration(o.timeout, "timeout");
   if (!limit)
     return fail(limit.takeError());
+  if (Error err = checkDataParallel(o))
+    return fail(std::move(err));
   TrainOptions training;
   if (o.train) {
     training.model.hidden = o.hidden;
@@ -170,6 +205,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     training.model.batch = o.batch;
     training.model.seed = o.seed;
     training.steps = o.steps;
+    training.replicas = o.dataParallel;
     training.dumpGrads = o.dumpGrads;
     training.dumpWeights = o.dumpWeights;
     if (!o.injectFailure.empty()) {
@@ -415,8 +451,9 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
                   r, i, describePlanAction(*plan, op.action), op.cost, *unit,
                   seconds, kMaxDurationSeconds)));
       }
-  if (Error err = checkMemory(*plan, o.backend == "mpi" ? rank : -1,
-                              o.train ? &training : nullptr, o.maxMemory))
+  if (Error err =
+          checkMemory(*plan, o.backend == "mpi" ? rank % plan->numRanks() : -1,
+                      o.train ? &training : nullptr, o.maxMemory))
     return fail(std::move(err));
   RunOptions options;
   options.exec.timeUnit = *unit;
@@ -430,6 +467,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   if (o.reference && !o.train)
     return fail(createStringError(inconvertibleErrorCode(),
                                   "--reference needs --train"));
+
   if (!o.calibrate.empty() &&
       (o.reference || !StringRef(o.input).ends_with(".mlir") ||
        !source.calibrate))
@@ -488,6 +526,14 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   outs() << formatRunReport(*plan, *report, options,
                             o.reference ? std::string("sequential reference")
                                         : std::string(o.backend));
+  if (o.train && o.dataParallel > 1)
+    outs() << fmt::format(
+        "data parallel: {} replicas of {} ranks, each on {} microbatches; "
+        "each stage's gradients averaged over the replicas after its last "
+        "weight gradient{}\n",
+        o.dataParallel, plan->numRanks(), plan->microbatches,
+        o.reference ? " (replica after replica here)"
+                    : "; the tables above are replica 0's");
   if (o.train && !o.dumpGrads.empty()) {
     std::error_code ec;
     raw_fd_ostream os(o.dumpGrads + "/losses.txt", ec);

@@ -56,6 +56,8 @@ struct DriverOptions {
   bool train = false;
   bool reference = false;
   int steps = 1;
+  /// --data-parallel: replicas of the pipeline (TrainOptions::replicas).
+  int dataParallel = 1;
   int hidden = 32;
   int heads = 4;
   int sequence = 16;

@@ -11,6 +11,7 @@
 
 #include "kernels/device/HostDevice.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/DataParallel.h"
 #include "scheduler/search/Recompute.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -60,8 +61,10 @@ public:
   RankRunner(const sched::Plan &plan, int rank, Communicator &comm,
              ProgressMonitor &monitor, Clock::time_point start,
              const ExecOptions &options)
-      : plan(plan), rank(rank), comm(comm), monitor(monitor), start(start),
-        options(options), ops(plan.ranks[rank].ops) {
+      : plan(plan), rank(rank),
+        watch(options.watchIndex >= 0 ? options.watchIndex : rank), comm(comm),
+        monitor(monitor), start(start), options(options),
+        ops(plan.ranks[rank].ops) {
     for (int64_t bytes : plan.ranks[rank].slotBytes)
       slots.emplace_back(static_cast<size_t>(bytes), 0);
   }
@@ -83,10 +86,21 @@ private:
   }
   llvm::Error fail(size_t at, const std::string &what) {
     monitor.abort();
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        fmt::format("rank {}: instruction {}: {}", rank, at, what));
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fmt::format("rank {}{}: instruction {}: {}",
+                                               rank, replicaText(), at, what));
   }
+  int replicas() const { return options.train ? options.train->replicas : 1; }
+  /// " of replica K" with replicas, else nothing.
+  std::string replicaText() const {
+    return replicas() > 1 ? fmt::format(" of replica {}", options.replica)
+                          : std::string();
+  }
+  /// Data parallelism: the step's gradients of stage \p stage, reduced
+  /// over the data-parallel group (runtime/DataParallel.h).
+  llvm::Error reduceGradients(size_t at, int stage);
+  /// The step's loss over every replica (on the last stage's rank).
+  llvm::Expected<double> reduceLoss(double mine);
   /// Tags go at the start, middle and end of a buffer; when training, the
   /// middle holds the payload and only the ends carry tags.
   size_t middle(size_t size) const {
@@ -134,11 +148,11 @@ private:
                        const std::string &amount, const std::string &shown,
                        llvm::function_ref<bool()> done,
                        llvm::function_ref<void()> slice) {
-    monitor.waiting(rank,
+    monitor.waiting(watch,
                     fmt::format("instruction {}: {} ({})", at, who, shown));
     while (!done()) {
       if (monitor.expired()) {
-        monitor.waiting(rank, "");
+        monitor.waiting(watch, "");
         return fail(at, monitor.timedOut()
                             ? fmt::format("no rank progressed for {} s; {} "
                                           "computes for {}",
@@ -147,7 +161,7 @@ private:
       }
       slice();
     }
-    monitor.waiting(rank, "");
+    monitor.waiting(watch, "");
     return llvm::Error::success();
   }
 
@@ -193,7 +207,7 @@ private:
       return die(fmt::format("failed at step {}", step));
     // Stop making progress; on mpi for good, on local until the others
     // gave up (a thread cannot be killed).
-    monitor.waiting(rank, fmt::format("nothing: it hangs at step {}", step));
+    monitor.waiting(watch, fmt::format("nothing: it hangs at step {}", step));
     while (!options.ranksAreThreads || !monitor.aborted())
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return llvm::createStringError(
@@ -369,11 +383,11 @@ private:
   llvm::Error await(size_t at, Request &request, const std::string &what) {
     if (!request.active())
       return llvm::Error::success();
-    monitor.waiting(rank, fmt::format("instruction {}: {}", at, what));
+    monitor.waiting(watch, fmt::format("instruction {}: {}", at, what));
     double t0 = now();
     llvm::Error err = comm.wait(request, monitor);
     result.waiting += now() - t0;
-    monitor.waiting(rank, "");
+    monitor.waiting(watch, "");
     if (!err)
       return llvm::Error::success();
     std::string message = llvm::toString(std::move(err));
@@ -476,6 +490,8 @@ private:
 
   const sched::Plan &plan;
   int rank;
+  /// This rank's index in the progress monitor.
+  int watch;
   Communicator &comm;
   ProgressMonitor &monitor;
   Clock::time_point start;
@@ -503,6 +519,9 @@ private:
   /// that runs here (created when first needed).
   RankModels models;
   std::map<int, kernels::HelixAttention> attention;
+  /// Data parallelism: the stages whose gradients are complete after each
+  /// instruction (their last weight gradient of the step).
+  std::map<size_t, std::vector<int>> reduceAfter;
 };
 } // namespace
 
@@ -526,6 +545,29 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (!built)
       return fail(0, llvm::toString(built.takeError()));
     models = std::move(*built);
+    if (replicas() > 1) {
+      for (auto &[index, model] : models.all)
+        model->setDataOffset(options.replica * plan.microbatches);
+      // Torch's rule for DDP: a stage's reduction follows its last
+      // gradient action.
+      std::map<int, size_t> lastGradient;
+      for (size_t at = 0; at < ops.size(); ++at) {
+        const sched::PlanOp &op = ops[at];
+        if (op.kind == sched::PlanOp::Kind::Compute &&
+            (op.action.kind == sched::ActionKind::Backward ||
+             op.action.kind == sched::ActionKind::BackwardWeight ||
+             op.action.kind == sched::ActionKind::ForwardBackward))
+          lastGradient[op.action.stage] = at;
+      }
+      for (auto &[index, model] : models.all) {
+        auto it = lastGradient.find(index);
+        if (it == lastGradient.end())
+          return fail(0, fmt::format("stage @{} has no weight gradient on "
+                                     "this rank to reduce",
+                                     plan.stageNames[index]));
+        reduceAfter[it->second].push_back(index);
+      }
+    }
     // The simulated compute of one step here, in units.
     double units = 0.0;
     for (const sched::PlanOp &op : ops)
@@ -548,6 +590,10 @@ llvm::Expected<RankResult> RankRunner::run() {
     hooks.now = [&] { return now(); };
     hooks.rollbacks = &result.rollbacks;
     hooks.skippedSteps = &result.skippedSteps;
+    if (replicas() > 1) {
+      hooks.reduceLoss = [&](double mine) { return reduceLoss(mine); };
+      hooks.writes = options.replica == 0;
+    }
     if (llvm::Error err = trainSteps(
             plan, models, train,
             [&]() -> llvm::Error {
@@ -633,6 +679,78 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
   return llvm::Error::success();
 }
 
+llvm::Error RankRunner::reduceGradients(size_t at, int stage) {
+  kernels::StageModel *model = nullptr;
+  for (auto &[index, piece] : models.all)
+    if (index == stage)
+      model = piece.get();
+  std::vector<kernels::Parameter> &params = model->parameters();
+  const int n = replicas(), me = options.replica;
+  std::vector<std::vector<float>> parts(n);
+  for (const kernels::Parameter &param : params)
+    parts[me].insert(parts[me].end(), param.grad.begin(), param.grad.end());
+  const size_t count = parts[me].size();
+  Communicator &group = *options.replicaGroup;
+  std::vector<Request> sends(n), receives(n);
+  for (int k = 0; k < n; ++k) {
+    if (k == me)
+      continue;
+    parts[k].resize(count);
+    if (llvm::Error err =
+            group.isend(k, parts[me].data(), count * sizeof(float), sends[k]))
+      return fail(at, llvm::toString(std::move(err)));
+    if (llvm::Error err =
+            group.irecv(k, parts[k].data(), count * sizeof(float), receives[k]))
+      return fail(at, llvm::toString(std::move(err)));
+  }
+  for (int k = 0; k < n; ++k) {
+    const std::string what =
+        fmt::format("stage @{}'s gradients of step {} with replica {}",
+                    plan.stageNames[stage], currentStep, k);
+    if (llvm::Error err = await(at, receives[k], what))
+      return err;
+    if (llvm::Error err = await(at, sends[k], what))
+      return err;
+  }
+  std::vector<const float *> all;
+  for (const std::vector<float> &part : parts)
+    all.push_back(part.data());
+  std::vector<float> mean(count);
+  meanOverReplicas(all, count, mean.data());
+  size_t offset = 0;
+  for (kernels::Parameter &param : params) {
+    std::copy(mean.begin() + offset, mean.begin() + offset + param.grad.size(),
+              param.grad.begin());
+    offset += param.grad.size();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<double> RankRunner::reduceLoss(double mine) {
+  const int n = replicas(), me = options.replica;
+  std::vector<double> all(n, 0.0);
+  all[me] = mine;
+  Communicator &group = *options.replicaGroup;
+  std::vector<Request> sends(n), receives(n);
+  for (int k = 0; k < n; ++k) {
+    if (k == me)
+      continue;
+    if (llvm::Error err = group.isend(k, &all[me], sizeof(double), sends[k]))
+      return std::move(err);
+    if (llvm::Error err = group.irecv(k, &all[k], sizeof(double), receives[k]))
+      return std::move(err);
+  }
+  for (int k = 0; k < n; ++k) {
+    const std::string what =
+        fmt::format("the loss of step {} with replica {}", currentStep, k);
+    if (llvm::Error err = await(ops.size(), receives[k], what))
+      return std::move(err);
+    if (llvm::Error err = await(ops.size(), sends[k], what))
+      return std::move(err);
+  }
+  return meanOverReplicas(all);
+}
+
 llvm::Error RankRunner::runStream() {
   computes = 0;
   for (size_t at = 0; at < ops.size(); ++at) {
@@ -666,6 +784,10 @@ llvm::Error RankRunner::runStream() {
       double end = now();
       result.busy += end - begin;
       result.actions.push_back({computes++, begin, end});
+      if (auto it = reduceAfter.find(at); it != reduceAfter.end())
+        for (int stage : it->second)
+          if (llvm::Error err = reduceGradients(at, stage))
+            return err;
       break;
     }
     case sched::PlanOp::Kind::Send:
@@ -708,7 +830,7 @@ llvm::Error RankRunner::runStream() {
       break;
     }
     }
-    monitor.progress(rank);
+    monitor.progress(watch);
     ++result.instructions;
   }
   return llvm::Error::success();

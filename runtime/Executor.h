@@ -93,6 +93,9 @@ struct TrainOptions {
   /// `nanStage`'s first gradient element becomes NaN at step `nanStep`
   /// (each time that step runs, as its data would). Negative stage: none.
   int nanStage = -1, nanStep = 0;
+  /// --data-parallel: replicas of the pipeline (runtime/DataParallel.h),
+  /// each on its own m microbatches of the step's replicas x m.
+  int replicas = 1;
 };
 
 /// Parses --inject-nonfinite's STAGE:STEP into \p train.
@@ -159,6 +162,12 @@ struct ExecOptions {
   /// Ranks are threads of this process (local): an injected failure fails
   /// the thread instead of killing the process.
   bool ranksAreThreads = false;
+  /// Training with replicas (TrainOptions::replicas): this rank's replica
+  /// and its data-parallel group (this rank of every replica, in replica
+  /// order); the progress monitor's index of this rank among all replicas'.
+  int replica = 0;
+  Communicator *replicaGroup = nullptr;
+  int watchIndex = -1;
 };
 
 struct MeasuredAction {
@@ -324,6 +333,12 @@ struct TrainHooks {
   /// Set to the steps rolled back (--overlap-steps) and the steps whose
   /// update was skipped for a non-finite gradient.
   int *rollbacks = nullptr, *skippedSteps = nullptr;
+  /// Data parallelism: the step's loss over every replica from this
+  /// replica's (none: this is the only one).
+  std::function<llvm::Expected<double>(double mine)> reduceLoss;
+  /// Whether this replica writes checkpoints and dumps (replica 0; the
+  /// others hold the same weights).
+  bool writes = true;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

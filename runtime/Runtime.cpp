@@ -6,6 +6,7 @@
 
 #include "runtime/Runtime.h"
 
+#include "runtime/DataParallel.h"
 #include "runtime/Options.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -29,6 +30,10 @@ using namespace stagecraft::pipe;
 
 static void finish(RunReport &report) {
   report.wall = 0.0;
+  report.resumeSeconds = -1.0;
+  report.losses.clear();
+  report.stepEnds.clear();
+  report.stragglers.clear();
   if (!report.ranks.empty()) {
     report.firstStep = report.ranks.front().firstStep;
     report.stoppedAt = report.ranks.front().stoppedAt;
@@ -155,8 +160,59 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
       return status();
     };
   }
-  Clock::time_point start = Clock::now();
   TrainHooks hooks;
+  // Replicas: one after another on the same stages, each on its own
+  // microbatches; their gradients and losses meet as the pipelined
+  // replicas' do (runtime/DataParallel.h).
+  std::vector<double> replicaLosses;
+  if (train.replicas > 1) {
+    kernels::StageModel *lastStage = nullptr;
+    for (auto &[index, model] : models.all)
+      if (index == numStages - 1)
+        lastStage = model.get();
+    pass = [&, whole = pass]() -> llvm::Error {
+      const int n = train.replicas, m = plan.microbatches;
+      // [stage][replica]: the replica's gradients of the stage, flat.
+      std::vector<std::vector<std::vector<float>>> parts(models.all.size());
+      replicaLosses.assign(n, 0.0);
+      for (int k = 0; k < n; ++k) {
+        for (auto &[index, model] : models.all) {
+          model->zeroGrad();
+          model->setDataOffset(k * m);
+        }
+        if (llvm::Error err = whole())
+          return err;
+        for (size_t i = 0; i < models.all.size(); ++i) {
+          std::vector<float> &flat = parts[i].emplace_back();
+          for (const kernels::Parameter &param :
+               models.all[i].second->parameters())
+            flat.insert(flat.end(), param.grad.begin(), param.grad.end());
+        }
+        if (lastStage)
+          for (int mb = 0; mb < m; ++mb)
+            replicaLosses[k] += lastStage->loss(mb) / m;
+      }
+      for (size_t i = 0; i < models.all.size(); ++i) {
+        std::vector<const float *> all;
+        for (const std::vector<float> &part : parts[i])
+          all.push_back(part.data());
+        std::vector<float> mean(parts[i][0].size());
+        meanOverReplicas(all, mean.size(), mean.data());
+        size_t offset = 0;
+        for (kernels::Parameter &param : models.all[i].second->parameters()) {
+          std::copy(mean.begin() + offset,
+                    mean.begin() + offset + param.grad.size(),
+                    param.grad.begin());
+          offset += param.grad.size();
+        }
+      }
+      return llvm::Error::success();
+    };
+    hooks.reduceLoss = [&](double) -> llvm::Expected<double> {
+      return meanOverReplicas(replicaLosses);
+    };
+  }
+  Clock::time_point start = Clock::now();
   hooks.firstStep = &result.firstStep;
   hooks.resumeSeconds = &result.resumeSeconds;
   hooks.skippedSteps = &result.skippedSteps;
@@ -175,10 +231,41 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   return report;
 }
 
+/// With replicas, the report of replica 0's ranks (every replica reports
+/// the same losses) and the longest wall time of any.
+static void keepFirstReplica(RunReport &report, int ranks) {
+  const double wall = report.wall;
+  if (static_cast<int>(report.ranks.size()) <= ranks)
+    return;
+  report.ranks.resize(ranks);
+  finish(report);
+  report.wall = std::max(report.wall, wall);
+}
+
 llvm::Expected<RunReport>
 stagecraft::runtime::runLocal(const sched::Plan &plan,
                               const RunOptions &options) {
   const int p = plan.numRanks();
+  const int replicas = options.exec.train ? options.exec.train->replicas : 1;
+  if (replicas > 1) {
+    LocalFabric fabric(replicas * p);
+    ProgressMonitor monitor(replicas * p, options.timeout);
+    Clock::time_point start = Clock::now();
+    llvm::Expected<RunReport> report = runRankThreads(replicas * p, [&](int w) {
+      std::unique_ptr<Communicator> world = fabric.communicator(w);
+      MemberCommunicator pipeline(*world, replicaMembers(w / p, p), w % p);
+      MemberCommunicator group(*world, groupMembers(w % p, p, replicas), w / p);
+      ExecOptions exec = options.exec;
+      exec.ranksAreThreads = true;
+      exec.replica = w / p;
+      exec.replicaGroup = &group;
+      exec.watchIndex = w;
+      return executeRank(plan, w % p, pipeline, monitor, start, exec);
+    });
+    if (report)
+      keepFirstReplica(*report, p);
+    return report;
+  }
   LocalFabric fabric(p);
   ProgressMonitor monitor(p, options.timeout);
   Clock::time_point start = Clock::now();
@@ -257,23 +344,43 @@ stagecraft::runtime::runMpi(const sched::Plan &plan,
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != plan.numRanks())
+  const int p = plan.numRanks();
+  const int replicas = options.exec.train ? options.exec.train->replicas : 1;
+  if (size != replicas * p)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         fmt::format(
             "rank {}: {}", rank,
-            processCountError(plan.numRanks(), size, options.commandLine)));
-  std::unique_ptr<Communicator> comm = createMpiCommunicator();
+            replicas > 1
+                ? fmt::format("{} replicas of the plan's {} ranks need {} "
+                              "MPI processes, not {}; launch with: {}",
+                              replicas, p, replicas * p, size,
+                              mpirunCommand(replicas * p, options.commandLine))
+                : processCountError(p, size, options.commandLine)));
+  std::unique_ptr<Communicator> world = createMpiCommunicator();
+  // Rank r of replica k is process k x p + r (one replica: the same).
+  MemberCommunicator pipeline(*world, replicaMembers(rank / p, p), rank % p);
+  MemberCommunicator group(*world, groupMembers(rank % p, p, replicas),
+                           rank / p);
+  ExecOptions exec = options.exec;
+  if (replicas > 1) {
+    exec.replica = rank / p;
+    exec.replicaGroup = &group;
+    exec.watchIndex = rank;
+  }
   ProgressMonitor monitor(size, options.timeout);
   Clock::time_point start = commonStart();
   llvm::Expected<RankResult> result =
-      executeRank(plan, rank, *comm, monitor, start, options.exec);
+      executeRank(plan, rank % p, pipeline, monitor, start, exec);
   if (!result)
     return result.takeError();
-  return gatherMpiReport(std::move(*result));
+  // Every replica has the same losses: replica 0's are reported.
+  if (rank >= p)
+    std::fill(result->losses.begin(), result->losses.end(), 0.0);
+  return gatherMpiReport(std::move(*result), p);
 }
 
-RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
+RunReport stagecraft::runtime::gatherMpiReport(RankResult mine, int keepRanks) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -338,7 +445,13 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine) {
           {static_cast<int>(actions[k]), actions[k + 1], actions[k + 2]});
     report.ranks.push_back(std::move(rr));
   }
+  double wall = 0.0;
+  for (const RankResult &r : report.ranks)
+    wall = std::max(wall, r.wall);
+  if (keepRanks >= 0 && keepRanks < size)
+    report.ranks.resize(keepRanks);
   finish(report);
+  report.wall = std::max(report.wall, wall);
   report.losses = std::move(losses);
   report.stepEnds = std::move(stepEnds);
   return report;
@@ -573,6 +686,10 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
           plan.microbatches, perStep,
           *std::min_element(t.model.lengths.begin(), t.model.lengths.end()),
           t.model.sequence, t.model.batch);
+    }
+    if (t.replicas > 1) {
+      perStep *= t.replicas;
+      shape = fmt::format("{} replicas x {}", t.replicas, shape);
     }
     double tokens = static_cast<double>(steps) * perStep;
     out += fmt::format("trained {} steps x {} in {:.3f} s: {:.0f} tokens/s\n",

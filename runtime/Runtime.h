@@ -70,8 +70,9 @@ llvm::Expected<RunReport> runMpi(const sched::Plan &plan,
 Clock::time_point commonStart();
 
 /// Every process's result gathered on rank 0 (collective): the whole
-/// report there, this process's own result elsewhere.
-RunReport gatherMpiReport(RankResult mine);
+/// report there (its first \p keepRanks ranks, all when negative: replica
+/// 0's), this process's own result elsewhere.
+RunReport gatherMpiReport(RankResult mine, int keepRanks = -1);
 #endif
 
 #ifdef STAGECRAFT_HAVE_CUDA

@@ -196,7 +196,8 @@ llvm::Error stagecraft::runtime::trainSteps(
   // barrier, so all stop after the same step).
   bool stop = false;
   auto checkpoint = [&](int done) -> llvm::Error {
-    if (train.checkpointDir.empty() || train.checkpointEvery <= 0 ||
+    if (!hooks.writes || train.checkpointDir.empty() ||
+        train.checkpointEvery <= 0 ||
         (done % train.checkpointEvery != 0 && done != train.steps))
       return llvm::Error::success();
     if (llvm::Error err = writeCheckpointPart(train.checkpointDir, done,
@@ -217,7 +218,7 @@ llvm::Error stagecraft::runtime::trainSteps(
     return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
   };
   auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
-    if (dir.empty())
+    if (dir.empty() || !hooks.writes)
       return llvm::Error::success();
     for (auto &[index, model] : models.all)
       if (llvm::Error err = dumpStage(*model, dir, gradients))
@@ -383,6 +384,12 @@ llvm::Error stagecraft::runtime::trainSteps(
                           step, plan.stageNames[last], mb, l));
         loss += l / plan.microbatches;
       }
+    if (lastStage && hooks.reduceLoss) {
+      llvm::Expected<double> all = hooks.reduceLoss(loss);
+      if (!all)
+        return all.takeError();
+      loss = *all;
+    }
     if (step == train.nanStep)
       for (auto &[index, model] : models.all)
         if (index == train.nanStage)

@@ -68,6 +68,7 @@ public:
   }
 
   void setStep(int s) override { currentStep = s; }
+  void setDataOffset(int first) override { c.dataOffset = first; }
 
   /// The host copies of the parameters, brought up to date (waits).
   std::vector<Parameter> &parameters() override {
@@ -209,7 +210,7 @@ private:
   DeviceParam &finalNorm() { return params[params.size() - 2]; }
   DeviceParam &head() { return params[params.size() - 1]; }
   Tokens tokens(int mb) const {
-    return {c.seed, c.vocab, currentStep, mb, c.sequence};
+    return {c.seed, c.vocab, currentStep, c.dataIndex(mb), c.sequence};
   }
   Vec vec(size_t n) { return Vec(*dev, n); }
   size_t tokensTimes(int cols) const {

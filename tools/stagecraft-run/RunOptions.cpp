@@ -112,6 +112,13 @@ static cl::opt<bool> reference(
     "reference", cl::cat(trainCategory),
     cl::desc("with --train: the sequential reference (one thread, microbatch "
              "after microbatch)"));
+static cl::opt<int> dataParallel(
+    "data-parallel", cl::init(1), cl::cat(trainCategory),
+    cl::desc("with --train: N replicas of the pipeline (N x ranks threads, "
+             "or N x ranks MPI processes, rank r of replica k being process "
+             "k x ranks + r), each on its own microbatches; each stage's "
+             "gradients are averaged over the replicas after its last weight "
+             "gradient (default 1)"));
 static cl::opt<int> steps("steps", cl::init(1), cl::cat(trainCategory),
                           cl::desc("training steps (default 1)"));
 static cl::opt<int> hidden("hidden", cl::init(32), cl::cat(trainCategory),
@@ -258,6 +265,7 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   o.train = train;
   o.reference = reference;
   o.steps = steps;
+  o.dataParallel = dataParallel;
   o.hidden = hidden;
   o.heads = heads;
   o.sequence = sequence;

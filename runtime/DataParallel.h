@@ -1,0 +1,74 @@
+//===- DataParallel.h - Replicas of a pipeline --------------------*- C++ -*-===//
+//
+// `stagecraft-run --train --data-parallel=N`: N replicas of the pipeline,
+// replica k training on microbatches k x m .. k x m + m - 1 of the step's
+// N x m. Each stage's gradients are reduced over its data-parallel group
+// (the same rank of every replica) right after the stage's last weight
+// gradient of the step, torch's rule for DDP: every replica receives every
+// other's gradients and sums them in replica order, then divides by N, so
+// the replicas hold the same bits and a run equals the sequential reference
+// of the same replicas (`--reference --data-parallel=N`) bit for bit, on
+// threads and on MPI alike. Ranks of the whole job are numbered replica
+// by replica: world rank k x R + r is rank r of replica k.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STAGECRAFT_RUNTIME_DATAPARALLEL_H
+#define STAGECRAFT_RUNTIME_DATAPARALLEL_H
+
+#include "runtime/Communicator.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <vector>
+
+namespace stagecraft::runtime {
+
+/// Some ranks of a communicator, renumbered 0..members-1: a replica's
+/// pipeline, or a data-parallel group.
+class MemberCommunicator : public Communicator {
+public:
+  /// \p members: the ranks of \p world in this group, in order; this rank
+  /// is member \p me.
+  MemberCommunicator(Communicator &world, std::vector<int> members, int me)
+      : world(world), members(std::move(members)), me(me) {}
+  int rank() const override { return me; }
+  int size() const override { return static_cast<int>(members.size()); }
+  llvm::Error isend(int peer, const void *data, size_t bytes,
+                    Request &request) override {
+    return world.isend(members[peer], data, bytes, request);
+  }
+  llvm::Error irecv(int peer, void *data, size_t bytes,
+                    Request &request) override {
+    return world.irecv(members[peer], data, bytes, request);
+  }
+  llvm::Error wait(Request &request, ProgressMonitor &monitor) override {
+    return world.wait(request, monitor);
+  }
+  llvm::Expected<bool> test(Request &request) override {
+    return world.test(request);
+  }
+
+private:
+  Communicator &world;
+  std::vector<int> members;
+  int me;
+};
+
+/// The world ranks of replica \p replica's pipeline of \p ranks ranks.
+std::vector<int> replicaMembers(int replica, int ranks);
+/// The world ranks of rank \p rank's data-parallel group: that rank of
+/// each of \p replicas replicas.
+std::vector<int> groupMembers(int rank, int ranks, int replicas);
+
+/// The data-parallel mean: \p parts (one per replica, \p count floats
+/// each) summed in replica order, then divided by their number, into
+/// \p out (which may be one of them).
+void meanOverReplicas(llvm::ArrayRef<const float *> parts, size_t count,
+                      float *out);
+/// The same for one value per replica (the step's loss).
+double meanOverReplicas(llvm::ArrayRef<double> parts);
+
+} // namespace stagecraft::runtime
+
+#endif // STAGECRAFT_RUNTIME_DATAPARALLEL_H
