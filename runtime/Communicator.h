@@ -84,12 +84,18 @@ public:
   virtual llvm::Expected<bool> test(Request &request) = 0;
 };
 
+/// The error of a receive from a rank that left (LocalFabric::close).
+constexpr const char *kPeerLeft = "the peer left";
+
 /// Ranks as threads: one shared fabric, one communicator per rank thread.
 class LocalFabric {
 public:
   explicit LocalFabric(int ranks);
   ~LocalFabric();
   std::unique_ptr<Communicator> communicator(int rank);
+  /// \p rank has left (its thread ended): a receive from it fails with
+  /// kPeerLeft once the messages it sent are taken, instead of waiting.
+  void close(int rank);
 
   struct Impl;
 

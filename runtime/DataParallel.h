@@ -20,6 +20,9 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <string>
 #include <vector>
 
 namespace stagecraft::runtime {
@@ -53,6 +56,40 @@ private:
   Communicator &world;
   std::vector<int> members;
   int me;
+};
+
+/// Which replicas train (local backend): the same list for every rank, as
+/// it stands after each step. A replica whose rank failed leaves
+/// (`leave`); at the end of each step every rank of the replicas still
+/// there meets the others (`endStep`), and the replicas that have not left
+/// by then are those that train the step. When a replica left during a
+/// step, that step runs again on the rest, renumbered: survivor i computes
+/// the microbatches of replica i of as many replicas, so a run that lost a
+/// replica at step s equals, from s on, a run started from step s's
+/// checkpoint with one replica fewer.
+class ReplicaSet {
+public:
+  ReplicaSet(int replicas, int ranks);
+  /// Replica \p replica leaves (a rank of it failed).
+  void leave(int replica);
+  /// Waits for every rank of every replica still there to end step
+  /// \p step (\p replica's rank calls it) and returns those replicas, in
+  /// order. Fails when \p monitor expires first.
+  llvm::Expected<std::vector<int>> endStep(int replica, int step,
+                                           ProgressMonitor &monitor);
+
+private:
+  bool complete() const;
+  void finishStep();
+
+  const int ranks;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<bool> there;
+  /// Ranks of each replica at the step's end, and how many steps ended.
+  std::vector<int> arrived;
+  int generation = 0;
+  std::vector<int> after;
 };
 
 /// The world ranks of replica \p replica's pipeline of \p ranks ranks.

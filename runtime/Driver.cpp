@@ -172,11 +172,22 @@ static Error checkDataParallel(const DriverOptions &o) {
   if (o.profile)
     return refuse("--profile measures one replica's stages; drop "
                   "--data-parallel");
-  if (!o.injectFailure.empty() || !o.injectSlowdown.empty() ||
-      o.stragglerThreshold || o.overlapSteps)
-    return refuse("--inject-failure, --inject-slowdown, "
-                  "--straggler-threshold and --overlap-steps run on one "
-                  "replica only (not combined with replicas yet)");
+  if (!o.injectSlowdown.empty() || o.stragglerThreshold || o.overlapSteps)
+    return refuse("--inject-slowdown, --straggler-threshold and "
+                  "--overlap-steps run on one replica only (not combined "
+                  "with replicas yet)");
+  if (!o.injectFailure.empty()) {
+    TrainOptions t;
+    if (Error err = parseInjectedFailure(o.injectFailure, t))
+      return err;
+    if (t.inject != TrainOptions::Inject::Kill)
+      return refuse("--inject-failure=" + o.injectFailure +
+                    ": with replicas, a failure is a rank that dies (kill)");
+    if (o.backend != "local")
+      return refuse("--inject-failure: a replica that fails leaves and the "
+                    "others go on on the local backend only (under mpirun, "
+                    "Open MPI ends the job when a process dies)");
+  }
   return Error::success();
 }
 
@@ -526,14 +537,22 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   outs() << formatRunReport(*plan, *report, options,
                             o.reference ? std::string("sequential reference")
                                         : std::string(o.backend));
+  for (const auto &[k, why] : report->departures)
+    outs() << fmt::format("replica {} left the data-parallel group: {}\n", k,
+                          why);
+  for (const auto &[step, count] : report->stepsRunAgain)
+    outs() << fmt::format("step {} ran again on the {} replica(s) left, "
+                          "renumbered; the later steps too\n",
+                          step, count);
   if (o.train && o.dataParallel > 1)
     outs() << fmt::format(
         "data parallel: {} replicas of {} ranks, each on {} microbatches; "
         "each stage's gradients averaged over the replicas after its last "
         "weight gradient{}\n",
         o.dataParallel, plan->numRanks(), plan->microbatches,
-        o.reference ? " (replica after replica here)"
-                    : "; the tables above are replica 0's");
+        o.reference ? std::string(" (replica after replica here)")
+                    : fmt::format("; the tables above are replica {}'s",
+                                  report->reportingReplica));
   if (o.train && !o.dumpGrads.empty()) {
     std::error_code ec;
     raw_fd_ostream os(o.dumpGrads + "/losses.txt", ec);

@@ -91,6 +91,26 @@ private:
                                                rank, replicaText(), at, what));
   }
   int replicas() const { return options.train ? options.train->replicas : 1; }
+  /// This rank's number among every replica's ranks (--inject-failure's).
+  int jobRank() const {
+    return options.replica * plan.numRanks() + rank;
+  }
+  /// The replicas that train the step running, in order, and this one's
+  /// place among them (its data: that many replicas' microbatches).
+  std::vector<int> training;
+  int trainingIndex() const {
+    return static_cast<int>(
+        std::find(training.begin(), training.end(), options.replica) -
+        training.begin());
+  }
+  /// Waits for a receive from replica \p k of the data-parallel group:
+  /// false when that replica left (with --data-parallel on local, the
+  /// others go on).
+  llvm::Expected<bool> receiveFrom(size_t at, int k, Request &request,
+                                   const std::string &what);
+  /// After a step's pass: whether replicas left during it, so that it runs
+  /// again on those still there.
+  llvm::Expected<bool> stepAgain(int step);
   /// " of replica K" with replicas, else nothing.
   std::string replicaText() const {
     return replicas() > 1 ? fmt::format(" of replica {}", options.replica)
@@ -199,7 +219,7 @@ private:
   llvm::Error atStep(int step) {
     currentStep = step;
     const TrainOptions &t = *options.train;
-    if (t.injectRank != rank || t.injectStep != step ||
+    if (t.injectRank != jobRank() || t.injectStep != step ||
         t.inject == TrainOptions::Inject::Checkpoint)
       return llvm::Error::success();
     stampFailure();
@@ -220,7 +240,7 @@ private:
   /// the injected failure while checkpointing, if due.
   llvm::Error atCheckpoint(int done) {
     const TrainOptions &t = *options.train;
-    if (t.injectRank != rank || t.injectStep != done ||
+    if (t.injectRank != jobRank() || t.injectStep != done ||
         t.inject != TrainOptions::Inject::Checkpoint)
       return llvm::Error::success();
     stampFailure();
@@ -236,7 +256,8 @@ private:
     monitor.abort();
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("{}rank {} {} (injected)", kRankLostPrefix, rank, what));
+        fmt::format("{}rank {}{} {} (injected)", kRankLostPrefix, rank,
+                    replicaText(), what));
   }
 
   /// Records when the injected failure fired (--failure-stamp).
@@ -413,6 +434,8 @@ private:
     }
     if (message == "no progress")
       return fail(at, monitor.giveUpReason(what));
+    if (message == kPeerLeft)
+      return fail(at, fmt::format("stopped: {}: the peer failed", what));
     return fail(at, fmt::format("{}: {}", what, message));
   }
   std::string commText(const sched::PlanOp &op) const {
@@ -546,6 +569,8 @@ llvm::Expected<RankResult> RankRunner::run() {
       return fail(0, llvm::toString(built.takeError()));
     models = std::move(*built);
     if (replicas() > 1) {
+      for (int k = 0; k < replicas(); ++k)
+        training.push_back(k);
       for (auto &[index, model] : models.all)
         model->setDataOffset(options.replica * plan.microbatches);
       // Torch's rule for DDP: a stage's reduction follows its last
@@ -592,7 +617,9 @@ llvm::Expected<RankResult> RankRunner::run() {
     hooks.skippedSteps = &result.skippedSteps;
     if (replicas() > 1) {
       hooks.reduceLoss = [&](double mine) { return reduceLoss(mine); };
-      hooks.writes = options.replica == 0;
+      hooks.writes = [&] { return training.front() == options.replica; };
+      if (options.membership)
+        hooks.stepAgain = [&](int step) { return stepAgain(step); };
     }
     if (llvm::Error err = trainSteps(
             plan, models, train,
@@ -679,42 +706,72 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
   return llvm::Error::success();
 }
 
+llvm::Expected<bool> RankRunner::receiveFrom(size_t at, int k,
+                                             Request &request,
+                                             const std::string &what) {
+  if (!options.membership) {
+    if (llvm::Error err = await(at, request, what))
+      return std::move(err);
+    return true;
+  }
+  // The replica may have left: its channel is closed (LocalFabric::close).
+  monitor.waiting(watch, fmt::format("instruction {}: {}", at, what));
+  double t0 = now();
+  llvm::Error err = options.replicaGroup->wait(request, monitor);
+  result.waiting += now() - t0;
+  monitor.waiting(watch, "");
+  if (!err)
+    return true;
+  std::string message = llvm::toString(std::move(err));
+  if (message == kPeerLeft)
+    return false;
+  if (message == "no progress")
+    return fail(at, monitor.giveUpReason(what));
+  return fail(at, fmt::format("{}: {}", what, message));
+}
+
 llvm::Error RankRunner::reduceGradients(size_t at, int stage) {
   kernels::StageModel *model = nullptr;
   for (auto &[index, piece] : models.all)
     if (index == stage)
       model = piece.get();
   std::vector<kernels::Parameter> &params = model->parameters();
-  const int n = replicas(), me = options.replica;
-  std::vector<std::vector<float>> parts(n);
+  const int me = options.replica;
+  std::map<int, std::vector<float>> parts;
   for (const kernels::Parameter &param : params)
     parts[me].insert(parts[me].end(), param.grad.begin(), param.grad.end());
   const size_t count = parts[me].size();
   Communicator &group = *options.replicaGroup;
-  std::vector<Request> sends(n), receives(n);
-  for (int k = 0; k < n; ++k) {
+  std::map<int, Request> sends, receives;
+  for (int k : training) {
     if (k == me)
       continue;
     parts[k].resize(count);
-    if (llvm::Error err =
-            group.isend(k, parts[me].data(), count * sizeof(float), sends[k]))
+    if (llvm::Error err = group.isend(k, parts[me].data(),
+                                      count * sizeof(float), sends[k]))
       return fail(at, llvm::toString(std::move(err)));
-    if (llvm::Error err =
-            group.irecv(k, parts[k].data(), count * sizeof(float), receives[k]))
+    if (llvm::Error err = group.irecv(k, parts[k].data(),
+                                      count * sizeof(float), receives[k]))
       return fail(at, llvm::toString(std::move(err)));
-  }
-  for (int k = 0; k < n; ++k) {
-    const std::string what =
-        fmt::format("stage @{}'s gradients of step {} with replica {}",
-                    plan.stageNames[stage], currentStep, k);
-    if (llvm::Error err = await(at, receives[k], what))
-      return err;
-    if (llvm::Error err = await(at, sends[k], what))
-      return err;
   }
   std::vector<const float *> all;
-  for (const std::vector<float> &part : parts)
-    all.push_back(part.data());
+  for (int k : training) {
+    if (k != me) {
+      llvm::Expected<bool> there = receiveFrom(
+          at, k, receives[k],
+          fmt::format("stage @{}'s gradients of step {} from replica {}",
+                      plan.stageNames[stage], currentStep, k));
+      if (!there)
+        return there.takeError();
+      if (!*there)
+        continue; // it left: the step runs again without it
+    }
+    all.push_back(parts[k].data());
+  }
+  // The buffer sent must outlive the sends (on local they are done).
+  for (auto &[k, send] : sends)
+    if (llvm::Error err = await(at, send, "a data-parallel send"))
+      return err;
   std::vector<float> mean(count);
   meanOverReplicas(all, count, mean.data());
   size_t offset = 0;
@@ -727,12 +784,12 @@ llvm::Error RankRunner::reduceGradients(size_t at, int stage) {
 }
 
 llvm::Expected<double> RankRunner::reduceLoss(double mine) {
-  const int n = replicas(), me = options.replica;
-  std::vector<double> all(n, 0.0);
+  const int me = options.replica;
+  std::map<int, double> all;
   all[me] = mine;
   Communicator &group = *options.replicaGroup;
-  std::vector<Request> sends(n), receives(n);
-  for (int k = 0; k < n; ++k) {
+  std::map<int, Request> sends, receives;
+  for (int k : training) {
     if (k == me)
       continue;
     if (llvm::Error err = group.isend(k, &all[me], sizeof(double), sends[k]))
@@ -740,15 +797,42 @@ llvm::Expected<double> RankRunner::reduceLoss(double mine) {
     if (llvm::Error err = group.irecv(k, &all[k], sizeof(double), receives[k]))
       return std::move(err);
   }
-  for (int k = 0; k < n; ++k) {
-    const std::string what =
-        fmt::format("the loss of step {} with replica {}", currentStep, k);
-    if (llvm::Error err = await(ops.size(), receives[k], what))
-      return std::move(err);
-    if (llvm::Error err = await(ops.size(), sends[k], what))
-      return std::move(err);
+  std::vector<double> values;
+  for (int k : training) {
+    if (k != me) {
+      llvm::Expected<bool> there = receiveFrom(
+          ops.size(), k, receives[k],
+          fmt::format("the loss of step {} from replica {}", currentStep, k));
+      if (!there)
+        return there.takeError();
+      if (!*there)
+        continue;
+    }
+    values.push_back(all[k]);
   }
-  return meanOverReplicas(all);
+  for (auto &[k, send] : sends)
+    if (llvm::Error err = await(ops.size(), send, "a data-parallel send"))
+      return std::move(err);
+  return meanOverReplicas(values);
+}
+
+llvm::Expected<bool> RankRunner::stepAgain(int step) {
+  llvm::Expected<std::vector<int>> after =
+      options.membership->endStep(options.replica, step, monitor);
+  if (!after)
+    return fail(ops.size(), llvm::toString(after.takeError()));
+  if (std::find(after->begin(), after->end(), options.replica) ==
+      after->end())
+    return fail(ops.size(), "stopped: its replica left the job");
+  if (*after == training)
+    return false;
+  // Replicas left during the step: it runs again on those still there,
+  // renumbered.
+  training = std::move(*after);
+  for (auto &[index, model] : models.all)
+    model->setDataOffset(trainingIndex() * plan.microbatches);
+  result.stepsRunAgain.push_back({step, static_cast<int>(training.size())});
+  return true;
 }
 
 llvm::Error RankRunner::runStream() {

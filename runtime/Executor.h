@@ -29,6 +29,7 @@
 namespace stagecraft::runtime {
 
 namespace sched = ::stagecraft::pipe::sched;
+class ReplicaSet;
 
 /// Training with the reference model instead of the timed kernel.
 struct TrainOptions {
@@ -168,6 +169,9 @@ struct ExecOptions {
   int replica = 0;
   Communicator *replicaGroup = nullptr;
   int watchIndex = -1;
+  /// Local replicas that go on when one fails (runtime/DataParallel.h);
+  /// null: a failed replica ends the run.
+  ReplicaSet *membership = nullptr;
 };
 
 struct MeasuredAction {
@@ -205,6 +209,9 @@ struct RankResult {
   /// Training: steps rolled back (--overlap-steps) and steps skipped for a
   /// non-finite gradient.
   int rollbacks = 0, skippedSteps = 0;
+  /// Training with replicas that go on after a failure: each step run
+  /// again because replicas left during it, with how many trained it then.
+  std::vector<std::pair<int, int>> stepsRunAgain;
 };
 
 /// Training: per rank, the activation peak in bytes that \p plan's order
@@ -336,9 +343,12 @@ struct TrainHooks {
   /// Data parallelism: the step's loss over every replica from this
   /// replica's (none: this is the only one).
   std::function<llvm::Expected<double>(double mine)> reduceLoss;
-  /// Whether this replica writes checkpoints and dumps (replica 0; the
-  /// others hold the same weights).
-  bool writes = true;
+  /// Whether this replica writes checkpoints and dumps (the first of
+  /// those training; the others hold the same weights). Empty: it does.
+  std::function<bool()> writes;
+  /// Called after each step's pass: true when the step is to run again
+  /// (replicas left during it; its gradients are dropped).
+  std::function<llvm::Expected<bool>(int step)> stepAgain;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

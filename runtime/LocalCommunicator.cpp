@@ -65,6 +65,9 @@ struct LocalFabric::Impl {
     std::mutex mutex;
     std::condition_variable ready;
     std::deque<std::vector<char>> messages;
+    /// The sender left (LocalFabric::close): once the messages it sent are
+    /// taken, a receive fails with kPeerLeft.
+    bool closed = false;
   };
   explicit Impl(int ranks) : ranks(ranks), channels(ranks * ranks) {}
   Channel &channel(int from, int to) { return channels[from * ranks + to]; }
@@ -147,6 +150,9 @@ private:
     auto &ch = fabric.channel(recv.peer, me);
     std::unique_lock<std::mutex> lock(ch.mutex);
     while (ch.messages.empty()) {
+      if (ch.closed)
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       kPeerLeft);
       if (monitor.expired())
         return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "no progress");
@@ -177,6 +183,17 @@ private:
 
 LocalFabric::LocalFabric(int ranks) : impl(std::make_unique<Impl>(ranks)) {}
 LocalFabric::~LocalFabric() = default;
+
+void LocalFabric::close(int rank) {
+  for (int to = 0; to < impl->ranks; ++to) {
+    Impl::Channel &ch = impl->channel(rank, to);
+    {
+      std::lock_guard<std::mutex> lock(ch.mutex);
+      ch.closed = true;
+    }
+    ch.ready.notify_all();
+  }
+}
 
 std::unique_ptr<Communicator> LocalFabric::communicator(int rank) {
   return std::make_unique<LocalCommunicator>(*impl, rank);

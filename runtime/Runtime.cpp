@@ -231,15 +231,93 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
   return report;
 }
 
-/// With replicas, the report of replica 0's ranks (every replica reports
-/// the same losses) and the longest wall time of any.
-static void keepFirstReplica(RunReport &report, int ranks) {
-  const double wall = report.wall;
-  if (static_cast<int>(report.ranks.size()) <= ranks)
-    return;
-  report.ranks.resize(ranks);
+/// Replicas as threads, each its own failure domain: a rank lost in one
+/// (killed, or hanging past the timeout) stops that replica, which leaves;
+/// the others go on (ReplicaSet). Any other failure fails the run.
+static llvm::Expected<RunReport> runLocalReplicas(const sched::Plan &plan,
+                                                  const RunOptions &options,
+                                                  int replicas) {
+  const int p = plan.numRanks();
+  LocalFabric fabric(replicas * p);
+  std::vector<std::unique_ptr<ProgressMonitor>> monitors;
+  for (int k = 0; k < replicas; ++k)
+    monitors.push_back(std::make_unique<ProgressMonitor>(p, options.timeout));
+  ReplicaSet membership(replicas, p);
+  Clock::time_point start = Clock::now();
+  std::vector<llvm::Expected<RankResult>> results;
+  for (int w = 0; w < replicas * p; ++w)
+    results.emplace_back(RankResult{});
+  std::vector<std::thread> threads;
+  for (int w = 0; w < replicas * p; ++w)
+    threads.emplace_back([&, w] {
+      const int k = w / p, r = w % p;
+      std::unique_ptr<Communicator> world = fabric.communicator(w);
+      MemberCommunicator pipeline(*world, replicaMembers(k, p), r);
+      MemberCommunicator group(*world, groupMembers(r, p, replicas), k);
+      ExecOptions exec = options.exec;
+      exec.ranksAreThreads = true;
+      exec.replica = k;
+      exec.replicaGroup = &group;
+      exec.membership = &membership;
+      results[w] = executeRank(plan, r, pipeline, *monitors[k], start, exec);
+      if (!results[w]) {
+        // Its replica stops (the failure aborted its monitor) and leaves.
+        llvm::Error err = results[w].takeError();
+        std::string message = llvm::toString(std::move(err));
+        monitors[k]->abort();
+        membership.leave(k);
+        results[w] = llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                             message);
+      }
+      // What it sent is all it will send.
+      fabric.close(w);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  // Failures: replicas whose rank was lost left; anything else is an error.
+  std::string errors;
+  int first = -1;
+  std::vector<std::pair<int, std::string>> departures;
+  for (int k = 0; k < replicas; ++k) {
+    std::string lost, other;
+    for (int r = 0; r < p; ++r) {
+      llvm::Expected<RankResult> &result = results[k * p + r];
+      if (result)
+        continue;
+      std::string message = llvm::toString(result.takeError());
+      if (llvm::StringRef(message).contains(kRankLostPrefix))
+        lost += (lost.empty() ? "" : "; ") + message;
+      else if (!llvm::StringRef(message).contains("stopped: "))
+        other += (other.empty() ? "" : "\n") + message;
+    }
+    if (!other.empty())
+      errors += (errors.empty() ? "" : "\n") + other;
+    else if (!lost.empty())
+      departures.push_back({k, lost});
+    else if (first < 0)
+      first = k;
+  }
+  if (!errors.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), errors);
+  if (first < 0) {
+    std::string why;
+    for (const auto &[k, lost] : departures)
+      why += (why.empty() ? "" : "\n") + lost;
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
+  }
+  RunReport report;
+  double wall = 0.0;
+  for (int w = 0; w < replicas * p; ++w)
+    if (results[w])
+      wall = std::max(wall, results[w]->wall);
+  for (int r = 0; r < p; ++r)
+    report.ranks.push_back(std::move(*results[first * p + r]));
   finish(report);
   report.wall = std::max(report.wall, wall);
+  report.reportingReplica = first;
+  report.stepsRunAgain = report.ranks.front().stepsRunAgain;
+  report.departures = std::move(departures);
+  return report;
 }
 
 llvm::Expected<RunReport>
@@ -247,25 +325,8 @@ stagecraft::runtime::runLocal(const sched::Plan &plan,
                               const RunOptions &options) {
   const int p = plan.numRanks();
   const int replicas = options.exec.train ? options.exec.train->replicas : 1;
-  if (replicas > 1) {
-    LocalFabric fabric(replicas * p);
-    ProgressMonitor monitor(replicas * p, options.timeout);
-    Clock::time_point start = Clock::now();
-    llvm::Expected<RunReport> report = runRankThreads(replicas * p, [&](int w) {
-      std::unique_ptr<Communicator> world = fabric.communicator(w);
-      MemberCommunicator pipeline(*world, replicaMembers(w / p, p), w % p);
-      MemberCommunicator group(*world, groupMembers(w % p, p, replicas), w / p);
-      ExecOptions exec = options.exec;
-      exec.ranksAreThreads = true;
-      exec.replica = w / p;
-      exec.replicaGroup = &group;
-      exec.watchIndex = w;
-      return executeRank(plan, w % p, pipeline, monitor, start, exec);
-    });
-    if (report)
-      keepFirstReplica(*report, p);
-    return report;
-  }
+  if (replicas > 1)
+    return runLocalReplicas(plan, options, replicas);
   LocalFabric fabric(p);
   ProgressMonitor monitor(p, options.timeout);
   Clock::time_point start = Clock::now();
@@ -687,11 +748,26 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
           *std::min_element(t.model.lengths.begin(), t.model.lengths.end()),
           t.model.sequence, t.model.batch);
     }
-    if (t.replicas > 1) {
-      perStep *= t.replicas;
-      shape = fmt::format("{} replicas x {}", t.replicas, shape);
-    }
     double tokens = static_cast<double>(steps) * perStep;
+    if (t.replicas > 1) {
+      // Replicas that left stop counting from the step run again.
+      tokens = 0.0;
+      for (int step = report.firstStep; step < report.firstStep + steps;
+           ++step) {
+        int replicas = t.replicas;
+        for (const auto &[from, count] : report.stepsRunAgain)
+          if (step >= from)
+            replicas = count;
+        tokens += perStep * replicas;
+      }
+      shape = fmt::format("{} replicas{} x {}", t.replicas,
+                          report.stepsRunAgain.empty()
+                              ? std::string()
+                              : fmt::format(" ({} from step {})",
+                                            report.stepsRunAgain.back().second,
+                                            report.stepsRunAgain.back().first),
+                          shape);
+    }
     out += fmt::format("trained {} steps x {} in {:.3f} s: {:.0f} tokens/s\n",
                        steps, shape, report.wall,
                        report.wall > 0 ? tokens / report.wall : 0.0);

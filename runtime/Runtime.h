@@ -51,6 +51,13 @@ struct RunReport {
   /// those skipped for a non-finite gradient.
   std::vector<double> stepEnds;
   int rollbacks = 0, skippedSteps = 0;
+  /// Replicas (local): the replica whose ranks the report shows (the first
+  /// that trained to the end), the replicas that left (their number and
+  /// the failure), and the steps run again without them, with how many
+  /// replicas trained each then.
+  int reportingReplica = 0;
+  std::vector<std::pair<int, std::string>> departures;
+  std::vector<std::pair<int, int>> stepsRunAgain;
 };
 
 /// Runs all ranks as threads of this process.

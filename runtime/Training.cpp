@@ -196,7 +196,7 @@ llvm::Error stagecraft::runtime::trainSteps(
   // barrier, so all stop after the same step).
   bool stop = false;
   auto checkpoint = [&](int done) -> llvm::Error {
-    if (!hooks.writes || train.checkpointDir.empty() ||
+    if ((hooks.writes && !hooks.writes()) || train.checkpointDir.empty() ||
         train.checkpointEvery <= 0 ||
         (done % train.checkpointEvery != 0 && done != train.steps))
       return llvm::Error::success();
@@ -218,7 +218,7 @@ llvm::Error stagecraft::runtime::trainSteps(
     return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
   };
   auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
-    if (dir.empty() || !hooks.writes)
+    if (dir.empty() || (hooks.writes && !hooks.writes()))
       return llvm::Error::success();
     for (auto &[index, model] : models.all)
       if (llvm::Error err = dumpStage(*model, dir, gradients))
@@ -372,6 +372,15 @@ llvm::Error stagecraft::runtime::trainSteps(
     }
     if (llvm::Error err = pass())
       return err;
+    if (hooks.stepAgain) {
+      llvm::Expected<bool> again = hooks.stepAgain(step);
+      if (!again)
+        return again.takeError();
+      if (*again) {
+        --step;
+        continue;
+      }
+    }
     double loss = 0.0;
     if (lastStage)
       for (int mb = 0; mb < plan.microbatches; ++mb) {

@@ -173,7 +173,9 @@ static cl::opt<std::string> injectFailure(
              "status 75 (a lost rank). With --elastic, a comma-separated "
              "list: the k-th failure goes to the k-th attempt (its RANK "
              "counts that attempt's ranks; none: no failure in that "
-             "attempt)"));
+             "attempt). With --data-parallel (local, kill): RANK counts "
+             "every replica's ranks (rank r of replica k is k x ranks + r); "
+             "its replica leaves and the others go on"));
 static cl::opt<double> stragglerThreshold(
     "straggler-threshold", cl::init(0.0), cl::cat(trainCategory),
     cl::desc("with --train and --checkpoint-dir: at each checkpoint, stop "
