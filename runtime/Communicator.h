@@ -96,6 +96,9 @@ public:
   /// \p rank has left (its thread ended): a receive from it fails with
   /// kPeerLeft once the messages it sent are taken, instead of waiting.
   void close(int rank);
+  /// \p rank starts again (a restarted rank): every message to or from
+  /// it that is still queued is dropped, and it is open again.
+  void reopen(int rank);
 
   struct Impl;
 

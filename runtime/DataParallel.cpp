@@ -13,15 +13,18 @@
 using namespace stagecraft::runtime;
 
 ReplicaSet::ReplicaSet(int replicas, int ranks)
-    : ranks(ranks), there(replicas, true), arrived(replicas, 0) {}
+    : ranks(ranks), there(replicas, true), arrived(replicas, 0),
+      joinAt(replicas, -1), registered(replicas, 0), leftAt(replicas, -1) {}
 
 void ReplicaSet::leave(int replica) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!there[replica])
     return;
   there[replica] = false;
+  leftAt[replica] = generation;
+  leftNow = true;
   // The step may now be complete without it.
-  if (complete())
+  if (ending >= 0 && complete())
     finishStep();
   changed.notify_all();
 }
@@ -29,28 +32,48 @@ void ReplicaSet::leave(int replica) {
 bool ReplicaSet::complete() const {
   bool anyone = false;
   for (size_t k = 0; k < there.size(); ++k) {
-    if (!there[k])
-      continue;
-    anyone = true;
-    if (arrived[k] < ranks)
+    if (there[k]) {
+      anyone = true;
+      if (arrived[k] < ranks)
+        return false;
+    } else if (joinAt[k] == ending + 1 && !leftNow && gone(k) &&
+               registered[k] < ranks) {
+      // A replica that joins from the next step: every rank of it.
       return false;
+    }
   }
   return anyone;
 }
 
+bool ReplicaSet::gone(int replica) const {
+  return !there[replica] && leftAt[replica] >= 0 &&
+         generation > leftAt[replica];
+}
+
 void ReplicaSet::finishStep() {
+  if (!leftNow)
+    for (size_t k = 0; k < there.size(); ++k)
+      if (!there[k] && joinAt[k] == ending + 1 && registered[k] == ranks) {
+        there[k] = true;
+        joinAt[k] = -1;
+        registered[k] = 0;
+        leftAt[k] = -1;
+      }
   after.clear();
   for (size_t k = 0; k < there.size(); ++k)
     if (there[k])
       after.push_back(static_cast<int>(k));
   std::fill(arrived.begin(), arrived.end(), 0);
+  ending = -1;
+  leftNow = false;
   ++generation;
 }
 
-llvm::Expected<std::vector<int>>
-ReplicaSet::endStep(int replica, int step, ProgressMonitor &monitor) {
+llvm::Expected<std::vector<int>> ReplicaSet::endStep(int replica, int step,
+                                                     ProgressMonitor &monitor) {
   std::unique_lock<std::mutex> lock(mutex);
   const int mine = generation;
+  ending = step;
   ++arrived[replica];
   if (complete()) {
     finishStep();
@@ -69,6 +92,33 @@ ReplicaSet::endStep(int replica, int step, ProgressMonitor &monitor) {
   return after;
 }
 
+bool ReplicaSet::waitGone(int replica, double seconds) {
+  std::unique_lock<std::mutex> lock(mutex);
+  return changed.wait_for(lock, std::chrono::duration<double>(seconds), [&] {
+    return gone(replica) || (after.empty() && generation > 0);
+  });
+}
+
+llvm::Expected<std::vector<int>> ReplicaSet::join(int replica, int step,
+                                                  ProgressMonitor &monitor) {
+  std::unique_lock<std::mutex> lock(mutex);
+  joinAt[replica] = step;
+  ++registered[replica];
+  if (ending >= 0 && complete()) {
+    finishStep();
+    changed.notify_all();
+  }
+  while (!there[replica]) {
+    if (monitor.expired())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("no progress: replica {} waits to train again from "
+                      "step {}",
+                      replica, step));
+    changed.wait_for(lock, std::chrono::milliseconds(5));
+  }
+  return after;
+}
 
 std::vector<int> stagecraft::runtime::replicaMembers(int replica, int ranks) {
   std::vector<int> members;

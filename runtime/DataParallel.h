@@ -1,4 +1,5 @@
-//===- DataParallel.h - Replicas of a pipeline --------------------*- C++ -*-===//
+//===- DataParallel.h - Replicas of a pipeline --------------------*- C++
+//-*-===//
 //
 // `stagecraft-run --train --data-parallel=N`: N replicas of the pipeline,
 // replica k training on microbatches k x m .. k x m + m - 1 of the step's
@@ -66,7 +67,10 @@ private:
 /// step, that step runs again on the rest, renumbered: survivor i computes
 /// the microbatches of replica i of as many replicas, so a run that lost a
 /// replica at step s equals, from s on, a run started from step s's
-/// checkpoint with one replica fewer.
+/// checkpoint with one replica fewer. A replica restarted after it left
+/// (`join`) trains again from the step it asks for: the end of the step
+/// before waits for all its ranks and admits it (unless a replica left in
+/// that step), and the replicas are numbered by their place again.
 class ReplicaSet {
 public:
   ReplicaSet(int replicas, int ranks);
@@ -77,17 +81,33 @@ public:
   /// order. Fails when \p monitor expires first.
   llvm::Expected<std::vector<int>> endStep(int replica, int step,
                                            ProgressMonitor &monitor);
+  /// Waits at most \p seconds until replica \p replica is out of the list
+  /// (the end of the step it left in has passed): from then on, no replica
+  /// sends to it. False when the time ran out.
+  bool waitGone(int replica, double seconds);
+  /// A rank of the restarted replica \p replica: waits until the replica
+  /// is admitted at the end of step \p step - 1 and returns the replicas
+  /// that train step \p step.
+  llvm::Expected<std::vector<int>> join(int replica, int step,
+                                        ProgressMonitor &monitor);
 
 private:
   bool complete() const;
+  bool gone(int replica) const;
   void finishStep();
 
   const int ranks;
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<bool> there;
-  /// Ranks of each replica at the step's end, and how many steps ended.
+  /// Ranks of each replica at the end of step `ending` (-1: none yet).
   std::vector<int> arrived;
+  int ending = -1;
+  /// Restarted replicas: the step each joins at (-1: none) and its ranks
+  /// waiting; the meeting each replica left in.
+  std::vector<int> joinAt, registered, leftAt;
+  /// A replica left during the step ending.
+  bool leftNow = false;
   int generation = 0;
   std::vector<int> after;
 };

@@ -187,7 +187,16 @@ static Error checkDataParallel(const DriverOptions &o) {
       return refuse("--inject-failure: a replica that fails leaves and the "
                     "others go on on the local backend only (under mpirun, "
                     "Open MPI ends the job when a process dies)");
+    if (o.rejoinAt >= 0 &&
+        (o.rejoinAt <= t.injectStep || o.rejoinAt >= o.steps))
+      return refuse(fmt::format(
+          "--rejoin-at={}: the replica restarts after it failed at step {} "
+          "and before the last step, so from a step in {}..{}",
+          o.rejoinAt, t.injectStep, t.injectStep + 1, o.steps - 1));
   }
+  if (o.rejoinAt >= 0 && o.injectFailure.empty())
+    return refuse("--rejoin-at restarts the replica of --inject-failure; "
+                  "give one");
   return Error::success();
 }
 
@@ -217,6 +226,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     training.model.seed = o.seed;
     training.steps = o.steps;
     training.replicas = o.dataParallel;
+    training.rejoinAt = o.rejoinAt;
     training.dumpGrads = o.dumpGrads;
     training.dumpWeights = o.dumpWeights;
     if (!o.injectFailure.empty()) {
@@ -541,8 +551,13 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     outs() << fmt::format("replica {} left the data-parallel group: {}\n", k,
                           why);
   for (const auto &[step, count] : report->stepsRunAgain)
-    outs() << fmt::format("step {} ran again on the {} replica(s) left, "
-                          "renumbered; the later steps too\n",
+    outs() << fmt::format("step {} ran again on the {} replica(s) still "
+                          "there, renumbered\n",
+                          step, count);
+  for (const auto &[step, count] : report->stepsJoined)
+    outs() << fmt::format("from step {}, {} replicas again: the restarted "
+                          "replica took the weights and optimizer state of "
+                          "one that stayed\n",
                           step, count);
   if (o.train && o.dataParallel > 1)
     outs() << fmt::format(

@@ -58,6 +58,8 @@ struct DriverOptions {
   int steps = 1;
   /// --data-parallel: replicas of the pipeline (TrainOptions::replicas).
   int dataParallel = 1;
+  /// --rejoin-at (TrainOptions::rejoinAt).
+  int rejoinAt = -1;
   int hidden = 32;
   int heads = 4;
   int sequence = 16;

@@ -92,9 +92,7 @@ private:
   }
   int replicas() const { return options.train ? options.train->replicas : 1; }
   /// This rank's number among every replica's ranks (--inject-failure's).
-  int jobRank() const {
-    return options.replica * plan.numRanks() + rank;
-  }
+  int jobRank() const { return options.replica * plan.numRanks() + rank; }
   /// The replicas that train the step running, in order, and this one's
   /// place among them (its data: that many replicas' microbatches).
   std::vector<int> training;
@@ -111,6 +109,21 @@ private:
   /// After a step's pass: whether replicas left during it, so that it runs
   /// again on those still there.
   llvm::Expected<bool> stepAgain(int step);
+  /// Replicas admitted at the end of the last step, which this rank's
+  /// replica may owe its state, and the replicas training from the next.
+  std::vector<int> joiners, admitted;
+  /// The replica that hands a joining one its state: the first of those
+  /// training that is not joining.
+  int donor() const {
+    for (int k : training)
+      if (std::find(joiners.begin(), joiners.end(), k) == joiners.end())
+        return k;
+    return -1;
+  }
+  /// Sends (the donor) or receives (the joiner \p k) every stage's
+  /// weights, AdamW moments and step count on this rank.
+  llvm::Error sendState(int k);
+  llvm::Error receiveState(int from);
   /// " of replica K" with replicas, else nothing.
   std::string replicaText() const {
     return replicas() > 1 ? fmt::format(" of replica {}", options.replica)
@@ -218,6 +231,19 @@ private:
   /// The start of training step \p step: the injected failure, if due.
   llvm::Error atStep(int step) {
     currentStep = step;
+    if (!joiners.empty()) {
+      // Replicas joined at the end of the last step: they train from this
+      // one, renumbered, and the donor hands them the state the update
+      // left.
+      training = std::move(admitted);
+      for (auto &[index, model] : models.all)
+        model->setDataOffset(trainingIndex() * plan.microbatches);
+      if (donor() == options.replica)
+        for (int k : joiners)
+          if (llvm::Error err = sendState(k))
+            return err;
+      joiners.clear();
+    }
     const TrainOptions &t = *options.train;
     if (t.injectRank != jobRank() || t.injectStep != step ||
         t.inject == TrainOptions::Inject::Checkpoint)
@@ -254,10 +280,10 @@ private:
     if (!options.ranksAreThreads)
       std::raise(SIGKILL);
     monitor.abort();
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        fmt::format("{}rank {}{} {} (injected)", kRankLostPrefix, rank,
-                    replicaText(), what));
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fmt::format("{}rank {}{} {} (injected)",
+                                               kRankLostPrefix, rank,
+                                               replicaText(), what));
   }
 
   /// Records when the injected failure fired (--failure-stamp).
@@ -620,6 +646,22 @@ llvm::Expected<RankResult> RankRunner::run() {
       hooks.writes = [&] { return training.front() == options.replica; };
       if (options.membership)
         hooks.stepAgain = [&](int step) { return stepAgain(step); };
+      if (options.joinAt >= 0) {
+        // Restarted: admitted at the end of the step before, then the
+        // state of a replica that stayed.
+        llvm::Expected<std::vector<int>> list =
+            options.membership->join(options.replica, options.joinAt, monitor);
+        if (!list)
+          return fail(0, llvm::toString(list.takeError()));
+        training = std::move(*list);
+        joiners = {options.replica};
+        if (llvm::Error err = receiveState(donor()))
+          return std::move(err);
+        joiners.clear();
+        for (auto &[index, model] : models.all)
+          model->setDataOffset(trainingIndex() * plan.microbatches);
+        hooks.startStep = options.joinAt;
+      }
     }
     if (llvm::Error err = trainSteps(
             plan, models, train,
@@ -706,8 +748,7 @@ llvm::Error RankRunner::train(size_t at, const sched::PlanOp &op) {
   return llvm::Error::success();
 }
 
-llvm::Expected<bool> RankRunner::receiveFrom(size_t at, int k,
-                                             Request &request,
+llvm::Expected<bool> RankRunner::receiveFrom(size_t at, int k, Request &request,
                                              const std::string &what) {
   if (!options.membership) {
     if (llvm::Error err = await(at, request, what))
@@ -747,11 +788,11 @@ llvm::Error RankRunner::reduceGradients(size_t at, int stage) {
     if (k == me)
       continue;
     parts[k].resize(count);
-    if (llvm::Error err = group.isend(k, parts[me].data(),
-                                      count * sizeof(float), sends[k]))
+    if (llvm::Error err =
+            group.isend(k, parts[me].data(), count * sizeof(float), sends[k]))
       return fail(at, llvm::toString(std::move(err)));
-    if (llvm::Error err = group.irecv(k, parts[k].data(),
-                                      count * sizeof(float), receives[k]))
+    if (llvm::Error err =
+            group.irecv(k, parts[k].data(), count * sizeof(float), receives[k]))
       return fail(at, llvm::toString(std::move(err)));
   }
   std::vector<const float *> all;
@@ -821,11 +862,24 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
       options.membership->endStep(options.replica, step, monitor);
   if (!after)
     return fail(ops.size(), llvm::toString(after.takeError()));
-  if (std::find(after->begin(), after->end(), options.replica) ==
-      after->end())
+  if (std::find(after->begin(), after->end(), options.replica) == after->end())
     return fail(ops.size(), "stopped: its replica left the job");
   if (*after == training)
     return false;
+  bool left = false;
+  for (int k : training)
+    left |= std::find(after->begin(), after->end(), k) == after->end();
+  if (!left) {
+    // Replicas joined: this step ends as it ran (its loss over those that
+    // trained it); they train from the next step (atStep).
+    joiners.clear();
+    for (int k : *after)
+      if (std::find(training.begin(), training.end(), k) == training.end())
+        joiners.push_back(k);
+    admitted = std::move(*after);
+    result.stepsJoined.push_back({step + 1, static_cast<int>(admitted.size())});
+    return false;
+  }
   // Replicas left during the step: it runs again on those still there,
   // renumbered.
   training = std::move(*after);
@@ -833,6 +887,75 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
     model->setDataOffset(trainingIndex() * plan.microbatches);
   result.stepsRunAgain.push_back({step, static_cast<int>(training.size())});
   return true;
+}
+
+llvm::Error RankRunner::sendState(int k) {
+  for (auto &[index, model] : models.all) {
+    std::vector<double> header{static_cast<double>(model->optimizerSteps())};
+    std::vector<float> state;
+    for (const kernels::Parameter &param : model->parameters()) {
+      header.push_back(param.adamM.empty() ? 0.0 : 1.0);
+      state.insert(state.end(), param.value.begin(), param.value.end());
+      state.insert(state.end(), param.adamM.begin(), param.adamM.end());
+      state.insert(state.end(), param.adamV.begin(), param.adamV.end());
+    }
+    Request a, b;
+    const std::string what = fmt::format("stage @{}'s state for replica {}",
+                                         plan.stageNames[index], k);
+    if (llvm::Error err = options.replicaGroup->isend(
+            k, header.data(), header.size() * sizeof(double), a))
+      return fail(ops.size(), llvm::toString(std::move(err)));
+    if (llvm::Error err = options.replicaGroup->isend(
+            k, state.data(), state.size() * sizeof(float), b))
+      return fail(ops.size(), llvm::toString(std::move(err)));
+    if (llvm::Error err = await(ops.size(), a, what))
+      return err;
+    if (llvm::Error err = await(ops.size(), b, what))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::receiveState(int from) {
+  for (auto &[index, model] : models.all) {
+    std::vector<kernels::Parameter> &params = model->parameters();
+    std::vector<double> header(1 + params.size());
+    const std::string what = fmt::format("stage @{}'s state from replica {}",
+                                         plan.stageNames[index], from);
+    Request a;
+    if (llvm::Error err = options.replicaGroup->irecv(
+            from, header.data(), header.size() * sizeof(double), a))
+      return fail(0, llvm::toString(std::move(err)));
+    if (llvm::Error err = await(0, a, what))
+      return err;
+    size_t count = 0;
+    for (size_t i = 0; i < params.size(); ++i)
+      count += params[i].value.size() * (header[1 + i] != 0.0 ? 3 : 1);
+    std::vector<float> state(count);
+    Request b;
+    if (llvm::Error err = options.replicaGroup->irecv(
+            from, state.data(), state.size() * sizeof(float), b))
+      return fail(0, llvm::toString(std::move(err)));
+    if (llvm::Error err = await(0, b, what))
+      return err;
+    const float *at = state.data();
+    for (size_t i = 0; i < params.size(); ++i) {
+      kernels::Parameter &param = params[i];
+      const size_t n = param.value.size();
+      param.value.assign(at, at + n);
+      at += n;
+      if (header[1 + i] != 0.0) {
+        param.adamM.assign(at, at + n);
+        param.adamV.assign(at + n, at + 2 * n);
+        at += 2 * n;
+      } else {
+        param.adamM.clear();
+        param.adamV.clear();
+      }
+    }
+    model->setOptimizerSteps(static_cast<int>(header[0]));
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error RankRunner::runStream() {

@@ -97,6 +97,9 @@ struct TrainOptions {
   /// --data-parallel: replicas of the pipeline (runtime/DataParallel.h),
   /// each on its own m microbatches of the step's replicas x m.
   int replicas = 1;
+  /// --rejoin-at (testing, local): the replica of the injected failure is
+  /// restarted and trains again from this step (-1: it stays out).
+  int rejoinAt = -1;
 };
 
 /// Parses --inject-nonfinite's STAGE:STEP into \p train.
@@ -172,6 +175,9 @@ struct ExecOptions {
   /// Local replicas that go on when one fails (runtime/DataParallel.h);
   /// null: a failed replica ends the run.
   ReplicaSet *membership = nullptr;
+  /// A restarted replica's rank: it trains again from this step, with the
+  /// weights and optimizer state of a replica still there (-1: none).
+  int joinAt = -1;
 };
 
 struct MeasuredAction {
@@ -212,6 +218,8 @@ struct RankResult {
   /// Training with replicas that go on after a failure: each step run
   /// again because replicas left during it, with how many trained it then.
   std::vector<std::pair<int, int>> stepsRunAgain;
+  /// The same for the steps from which restarted replicas trained again.
+  std::vector<std::pair<int, int>> stepsJoined;
 };
 
 /// Training: per rank, the activation peak in bytes that \p plan's order
@@ -349,6 +357,9 @@ struct TrainHooks {
   /// Called after each step's pass: true when the step is to run again
   /// (replicas left during it; its gradients are dropped).
   std::function<llvm::Expected<bool>(int step)> stepAgain;
+  /// A replica that joins a run under way starts at this step, its state
+  /// already taken from a peer (-1: from 0 or the checkpoint).
+  int startStep = -1;
 };
 
 llvm::Error trainSteps(const sched::Plan &plan, RankModels &models,

@@ -195,6 +195,16 @@ void LocalFabric::close(int rank) {
   }
 }
 
+void LocalFabric::reopen(int rank) {
+  for (int other = 0; other < impl->ranks; ++other)
+    for (Impl::Channel *ch :
+         {&impl->channel(rank, other), &impl->channel(other, rank)}) {
+      std::lock_guard<std::mutex> lock(ch->mutex);
+      ch->messages.clear();
+      ch->closed = false;
+    }
+}
+
 std::unique_ptr<Communicator> LocalFabric::communicator(int rank) {
   return std::make_unique<LocalCommunicator>(*impl, rank);
 }

@@ -247,33 +247,64 @@ static llvm::Expected<RunReport> runLocalReplicas(const sched::Plan &plan,
   std::vector<llvm::Expected<RankResult>> results;
   for (int w = 0; w < replicas * p; ++w)
     results.emplace_back(RankResult{});
+  // --rejoin-at: the results of the restarted replica's ranks.
+  std::vector<llvm::Expected<RankResult>> rejoined;
+  auto rank = [&](int w, int joinAt, llvm::Expected<RankResult> &into) {
+    const int k = w / p, r = w % p;
+    std::unique_ptr<Communicator> world = fabric.communicator(w);
+    MemberCommunicator pipeline(*world, replicaMembers(k, p), r);
+    MemberCommunicator group(*world, groupMembers(r, p, replicas), k);
+    ExecOptions exec = options.exec;
+    exec.ranksAreThreads = true;
+    exec.replica = k;
+    exec.replicaGroup = &group;
+    exec.membership = &membership;
+    exec.joinAt = joinAt;
+    into = executeRank(plan, r, pipeline, *monitors[k], start, exec);
+    if (!into) {
+      // Its replica stops (the failure aborted its monitor) and leaves.
+      llvm::Error err = into.takeError();
+      std::string message = llvm::toString(std::move(err));
+      monitors[k]->abort();
+      membership.leave(k);
+      into = llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+    }
+    // What it sent is all it will send.
+    fabric.close(w);
+  };
   std::vector<std::thread> threads;
   for (int w = 0; w < replicas * p; ++w)
-    threads.emplace_back([&, w] {
-      const int k = w / p, r = w % p;
-      std::unique_ptr<Communicator> world = fabric.communicator(w);
-      MemberCommunicator pipeline(*world, replicaMembers(k, p), r);
-      MemberCommunicator group(*world, groupMembers(r, p, replicas), k);
-      ExecOptions exec = options.exec;
-      exec.ranksAreThreads = true;
-      exec.replica = k;
-      exec.replicaGroup = &group;
-      exec.membership = &membership;
-      results[w] = executeRank(plan, r, pipeline, *monitors[k], start, exec);
-      if (!results[w]) {
-        // Its replica stops (the failure aborted its monitor) and leaves.
-        llvm::Error err = results[w].takeError();
-        std::string message = llvm::toString(std::move(err));
-        monitors[k]->abort();
-        membership.leave(k);
-        results[w] = llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                             message);
-      }
-      // What it sent is all it will send.
-      fabric.close(w);
-    });
+    threads.emplace_back([&, w] { rank(w, -1, results[w]); });
+  const TrainOptions &train = *options.exec.train;
+  std::string restartError;
+  if (train.rejoinAt >= 0 && train.injectRank >= 0) {
+    // The replica of the injected failure restarts once it is out of the
+    // list, on channels emptied of what its first run left, and joins
+    // again (ReplicaSet::join).
+    const int k = train.injectRank / p;
+    for (int r = 0; r < p; ++r)
+      threads[k * p + r].join();
+    bool failed = false;
+    for (int r = 0; r < p; ++r)
+      failed |= !static_cast<bool>(results[k * p + r]);
+    if (failed && !membership.waitGone(k, options.timeout))
+      restartError = fmt::format("replica {} could not restart: the others "
+                                 "did not end the step it left in within {} s",
+                                 k, options.timeout);
+    if (failed && restartError.empty()) {
+      for (int r = 0; r < p; ++r)
+        fabric.reopen(k * p + r);
+      monitors[k] = std::make_unique<ProgressMonitor>(p, options.timeout);
+      for (int r = 0; r < p; ++r)
+        rejoined.emplace_back(RankResult{});
+      for (int r = 0; r < p; ++r)
+        threads.emplace_back(
+            [&, k, r] { rank(k * p + r, train.rejoinAt, rejoined[r]); });
+    }
+  }
   for (std::thread &t : threads)
-    t.join();
+    if (t.joinable())
+      t.join();
   // Failures: replicas whose rank was lost left; anything else is an error.
   std::string errors;
   int first = -1;
@@ -297,6 +328,12 @@ static llvm::Expected<RunReport> runLocalReplicas(const sched::Plan &plan,
     else if (first < 0)
       first = k;
   }
+  for (llvm::Expected<RankResult> &result : rejoined)
+    if (!result)
+      errors += (errors.empty() ? "" : "\n") +
+                ("after its restart: " + llvm::toString(result.takeError()));
+  if (!restartError.empty())
+    errors += (errors.empty() ? "" : "\n") + restartError;
   if (!errors.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), errors);
   if (first < 0) {
@@ -316,6 +353,7 @@ static llvm::Expected<RunReport> runLocalReplicas(const sched::Plan &plan,
   report.wall = std::max(report.wall, wall);
   report.reportingReplica = first;
   report.stepsRunAgain = report.ranks.front().stepsRunAgain;
+  report.stepsJoined = report.ranks.front().stepsJoined;
   report.departures = std::move(departures);
   return report;
 }
@@ -750,23 +788,28 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
     }
     double tokens = static_cast<double>(steps) * perStep;
     if (t.replicas > 1) {
-      // Replicas that left stop counting from the step run again.
+      // Replicas that left stop counting from the step run again, and
+      // those that joined again count from theirs.
+      std::vector<std::pair<int, int>> changes = report.stepsRunAgain;
+      changes.insert(changes.end(), report.stepsJoined.begin(),
+                     report.stepsJoined.end());
+      std::sort(changes.begin(), changes.end());
+      changes.insert(changes.begin(), {-1, t.replicas});
       tokens = 0.0;
       for (int step = report.firstStep; step < report.firstStep + steps;
            ++step) {
         int replicas = t.replicas;
-        for (const auto &[from, count] : report.stepsRunAgain)
+        for (const auto &[from, count] : changes)
           if (step >= from)
             replicas = count;
         tokens += perStep * replicas;
       }
+      std::string changed;
+      for (size_t i = 1; i < changes.size(); ++i)
+        changed += fmt::format("{}{} from step {}", i > 1 ? ", " : " (",
+                               changes[i].second, changes[i].first);
       shape = fmt::format("{} replicas{} x {}", t.replicas,
-                          report.stepsRunAgain.empty()
-                              ? std::string()
-                              : fmt::format(" ({} from step {})",
-                                            report.stepsRunAgain.back().second,
-                                            report.stepsRunAgain.back().first),
-                          shape);
+                          changed.empty() ? changed : changed + ")", shape);
     }
     out += fmt::format("trained {} steps x {} in {:.3f} s: {:.0f} tokens/s\n",
                        steps, shape, report.wall,

@@ -58,6 +58,9 @@ struct RunReport {
   int reportingReplica = 0;
   std::vector<std::pair<int, std::string>> departures;
   std::vector<std::pair<int, int>> stepsRunAgain;
+  /// The steps from which restarted replicas trained again (--rejoin-at),
+  /// with how many replicas trained then.
+  std::vector<std::pair<int, int>> stepsJoined;
 };
 
 /// Runs all ranks as threads of this process.

@@ -190,6 +190,10 @@ llvm::Error stagecraft::runtime::trainSteps(
                                  std::chrono::steady_clock::now() - loadStart)
                                  .count();
   }
+  if (hooks.startStep >= 0) {
+    first = hooks.startStep;
+    losses.assign(first, 0.0);
+  }
   if (hooks.firstStep)
     *hooks.firstStep = first;
   // A straggler stops the run at the checkpoint (every rank is told in the

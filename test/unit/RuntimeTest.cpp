@@ -9,6 +9,7 @@
 
 #include "TestUtil.h"
 
+#include "runtime/DataParallel.h"
 #include "runtime/Runtime.h"
 
 #include "scheduler/kinds/Kinds.h"
@@ -16,6 +17,7 @@
 #include "scheduler/lower/Program.h"
 
 #include <limits>
+#include <thread>
 
 using namespace stagecraft::pipe::sched;
 using namespace stagecraft::pipe::sched::test;
@@ -160,4 +162,76 @@ TEST(Stragglers, FlaggedExactlyWhenSlowInEveryStep) {
   EXPECT_TRUE(findStragglers(most, 1.5, 1).empty());
   // One rank: no other to compare with.
   EXPECT_TRUE(findStragglers({{9.0}}, 1.5, 1).empty());
+}
+
+// Replicas meet at the end of each step: one that leaves mid-step is out
+// of the list at that step's end for every rank (the step runs again
+// without it); one that restarts is admitted at the end of the step before
+// the one it asked for, and not at a step's end where another left.
+TEST(ReplicaSet, EveryRankSeesTheSameReplicasAfterLeavesAndJoins) {
+  constexpr int kReplicas = 3, kRanks = 2;
+  ReplicaSet set(kReplicas, kRanks);
+  ProgressMonitor monitor(kReplicas * kRanks, 10.0);
+  // Step 0: everyone; replica 1 leaves before its ranks end step 1.
+  std::vector<std::vector<int>> seen(kReplicas * kRanks);
+  auto endStep = [&](int step, std::vector<int> replicas) {
+    std::vector<std::thread> threads;
+    for (int k : replicas)
+      for (int r = 0; r < kRanks; ++r)
+        threads.emplace_back([&, k, r] {
+          llvm::Expected<std::vector<int>> after =
+              set.endStep(k, step, monitor);
+          ASSERT_TRUE(!!after) << llvm::toString(after.takeError());
+          seen[k * kRanks + r] = *after;
+        });
+    return threads;
+  };
+  for (std::thread &t : endStep(0, {0, 1, 2}))
+    t.join();
+  for (const std::vector<int> &after : seen)
+    EXPECT_EQ(after, (std::vector<int>{0, 1, 2}));
+  std::vector<std::thread> waiting = endStep(1, {0, 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  set.leave(1);
+  for (std::thread &t : waiting)
+    t.join();
+  for (int k : {0, 2})
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_EQ(seen[k * kRanks + r], (std::vector<int>{0, 2}));
+  EXPECT_TRUE(set.waitGone(1, 1.0));
+  // Replica 1 restarts to train from step 3: step 1 again and step 2 end
+  // without it, the end of step 2 waits for both its ranks and admits it.
+  std::vector<std::vector<int>> joined(kRanks);
+  std::vector<std::thread> joining;
+  for (int r = 0; r < kRanks; ++r)
+    joining.emplace_back([&, r] {
+      llvm::Expected<std::vector<int>> after = set.join(1, 3, monitor);
+      ASSERT_TRUE(!!after) << llvm::toString(after.takeError());
+      joined[r] = *after;
+    });
+  for (int step : {1, 2}) {
+    for (std::thread &t : endStep(step, {0, 2}))
+      t.join();
+    const std::vector<int> expected =
+        step == 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2};
+    for (int k : {0, 2})
+      for (int r = 0; r < kRanks; ++r)
+        EXPECT_EQ(seen[k * kRanks + r], expected) << "step " << step;
+  }
+  for (std::thread &t : joining)
+    t.join();
+  for (const std::vector<int> &after : joined)
+    EXPECT_EQ(after, (std::vector<int>{0, 1, 2}));
+}
+
+// The data-parallel mean sums in replica order, so replicas agree to the
+// bit, and divides by their number.
+TEST(ReplicaSet, TheMeanSumsInReplicaOrder) {
+  const float a[] = {1e8f, 1.0f}, b[] = {1.0f, 2.0f}, c[] = {-1e8f, 3.0f};
+  float out[2];
+  meanOverReplicas({a, b, c}, 2, out);
+  // In float, (1e8 + 1) - 1e8 is 0 and (1e8 - 1e8) + 1 is 1: a, b, c.
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(meanOverReplicas({1.0, 2.0, 6.0}), 3.0);
 }

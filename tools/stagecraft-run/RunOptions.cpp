@@ -176,6 +176,12 @@ static cl::opt<std::string> injectFailure(
              "attempt). With --data-parallel (local, kill): RANK counts "
              "every replica's ranks (rank r of replica k is k x ranks + r); "
              "its replica leaves and the others go on"));
+static cl::opt<int> rejoinAt(
+    "rejoin-at", cl::init(-1), cl::cat(trainCategory),
+    cl::desc("testing, with --data-parallel and --inject-failure on local: "
+             "the failed replica restarts and trains again from this step, "
+             "with the weights and optimizer state of a replica that "
+             "stayed"));
 static cl::opt<double> stragglerThreshold(
     "straggler-threshold", cl::init(0.0), cl::cat(trainCategory),
     cl::desc("with --train and --checkpoint-dir: at each checkpoint, stop "
@@ -268,6 +274,7 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   o.reference = reference;
   o.steps = steps;
   o.dataParallel = dataParallel;
+  o.rejoinAt = rejoinAt;
   o.hidden = hidden;
   o.heads = heads;
   o.sequence = sequence;
