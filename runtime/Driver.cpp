@@ -550,10 +550,28 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   for (const auto &[k, why] : report->departures)
     outs() << fmt::format("replica {} left the data-parallel group: {}\n", k,
                           why);
-  for (const auto &[step, count] : report->stepsRunAgain)
+  for (const auto &[step, count] : report->stepsRunAgain) {
     outs() << fmt::format("step {} ran again on the {} replica(s) still "
-                          "there, renumbered\n",
+                          "there, renumbered",
                           step, count);
+    // The time the failure cost: that step against the median step.
+    const std::vector<double> &ends = report->stepEnds;
+    const int at = step - report->firstStep;
+    std::vector<double> others;
+    for (int k = 0; k < static_cast<int>(ends.size()); ++k)
+      if (k != at)
+        others.push_back(ends[k] - (k ? ends[k - 1] : 0.0));
+    if (at >= 0 && at < static_cast<int>(ends.size()) && !others.empty()) {
+      std::sort(others.begin(), others.end());
+      const double median = others[others.size() / 2];
+      const double took = ends[at] - (at ? ends[at - 1] : 0.0);
+      outs() << fmt::format("; it took {:.1f} ms with both runs, against a "
+                            "median step of {:.1f} ms: {:.1f} ms lost to the "
+                            "failure",
+                            took * 1e3, median * 1e3, (took - median) * 1e3);
+    }
+    outs() << "\n";
+  }
   for (const auto &[step, count] : report->stepsJoined)
     outs() << fmt::format("from step {}, {} replicas again: the restarted "
                           "replica took the weights and optimizer state of "
