@@ -423,13 +423,7 @@ void PipelineOp::print(OpAsmPrinter &p) {
       p << ", sharding = " << sharding.getValue();
     if (IntegerAttr group = getDpShardGroupAttr())
       p << ", shard_group = " << group.getInt();
-    std::pair<StringRef, FloatAttr> numbers[] = {
-        {"latency", getDpLatencyAttr()},
-        {"bandwidth", getDpBandwidthAttr()},
-        {"inter_latency", getDpInterLatencyAttr()},
-        {"inter_bandwidth", getDpInterBandwidthAttr()},
-        {"optimizer", getDpOptimizerAttr()}};
-    for (auto [name, attr] : numbers)
+    for (auto [name, attr] : dataParallelNumbers())
       if (attr)
         p << ", " << name << " = " << formatNumber(attr.getValueAsDouble());
     p << ")";

@@ -95,6 +95,16 @@ def Pipe_PipelineOp : Pipe_Op<"pipeline", [
     ::mlir::LogicalResult verifyDataParallel();
     /// Whether the pipeline runs inside data parallelism.
     bool hasDataParallel() { return static_cast<bool>(getDpDegreeAttr()); }
+    /// data_parallel(...)'s numeric entries as written, by keyword (unset
+    /// ones null).
+    ::llvm::SmallVector<std::pair<::llvm::StringRef, ::mlir::FloatAttr>, 5>
+    dataParallelNumbers() {
+      return {{"latency", getDpLatencyAttr()},
+              {"bandwidth", getDpBandwidthAttr()},
+              {"inter_latency", getDpInterLatencyAttr()},
+              {"inter_bandwidth", getDpInterBandwidthAttr()},
+              {"optimizer", getDpOptimizerAttr()}};
+    }
   }];
 }
 

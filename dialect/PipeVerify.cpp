@@ -202,13 +202,7 @@ LogicalResult PipelineOp::verifyDataParallel() {
                             "inter_bandwidth are the link across hybrid's "
                             "shard groups; sharding is "
                          << sharding;
-  std::pair<StringRef, FloatAttr> numbers[] = {
-      {"latency", getDpLatencyAttr()},
-      {"bandwidth", getDpBandwidthAttr()},
-      {"inter_latency", getDpInterLatencyAttr()},
-      {"inter_bandwidth", getDpInterBandwidthAttr()},
-      {"optimizer", getDpOptimizerAttr()}};
-  for (auto [what, attr] : numbers) {
+  for (auto [what, attr] : dataParallelNumbers()) {
     if (!attr)
       continue;
     double value = attr.getValueAsDouble();
