@@ -317,31 +317,39 @@ Parameter stagecraft::kernels::initialParameter(const ModelConfig &c,
   return p;
 }
 
+void stagecraft::kernels::updateSlice(float *value, const float *grad, float *m,
+                                      float *v, size_t n,
+                                      const OptimizerConfig &o, int adamStep) {
+  if (o.kind == OptimizerConfig::Kind::SGD) {
+    for (size_t i = 0; i < n; ++i)
+      value[i] -= o.lr * grad[i];
+    return;
+  }
+  float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(adamStep));
+  float c2 = 1.0f - std::pow(o.beta2, static_cast<float>(adamStep));
+  for (size_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+    v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+    float mh = m[i] / c1, vh = v[i] / c2;
+    value[i] -=
+        o.lr * (mh / (std::sqrt(vh) + o.eps) + o.weightDecay * value[i]);
+  }
+}
+
 void stagecraft::kernels::optimizerStep(std::vector<Parameter> &params,
                                         const OptimizerConfig &o,
                                         int &adamSteps) {
-  if (o.kind == OptimizerConfig::Kind::SGD) {
-    for (Parameter &p : params)
-      for (size_t i = 0; i < p.value.size(); ++i)
-        p.value[i] -= o.lr * p.grad[i];
-    return;
-  }
-  ++adamSteps;
-  float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(adamSteps));
-  float c2 = 1.0f - std::pow(o.beta2, static_cast<float>(adamSteps));
+  const bool adam = o.kind == OptimizerConfig::Kind::AdamW;
+  if (adam)
+    ++adamSteps;
   for (Parameter &p : params) {
-    if (p.adamM.empty()) {
+    if (adam && p.adamM.empty()) {
       p.adamM.assign(p.value.size(), 0.0f);
       p.adamV.assign(p.value.size(), 0.0f);
     }
-    for (size_t i = 0; i < p.value.size(); ++i) {
-      float g = p.grad[i];
-      p.adamM[i] = o.beta1 * p.adamM[i] + (1 - o.beta1) * g;
-      p.adamV[i] = o.beta2 * p.adamV[i] + (1 - o.beta2) * g * g;
-      float mh = p.adamM[i] / c1, vh = p.adamV[i] / c2;
-      p.value[i] -=
-          o.lr * (mh / (std::sqrt(vh) + o.eps) + o.weightDecay * p.value[i]);
-    }
+    updateSlice(p.value.data(), p.grad.data(), p.adamM.data(), p.adamV.data(),
+                p.value.size(), o, adamSteps);
   }
 }
 

@@ -99,6 +99,13 @@ struct OptimizerConfig {
 /// seeded by name, so any split of the model starts from the same weights.
 Parameter initialParameter(const ModelConfig &config, const std::string &name);
 
+/// One optimizer update of the \p n elements at \p value from \p grad,
+/// with AdamW's moments \p m and \p v (n each; unused by SGD) at AdamW step
+/// \p adamStep (counted already): a slice of a parameter, as a shard of
+/// data parallelism updates it, computes what the whole update would.
+void updateSlice(float *value, const float *grad, float *m, float *v, size_t n,
+                 const OptimizerConfig &optimizer, int adamStep);
+
 /// One optimizer step over \p params; \p adamSteps counts AdamW's steps.
 void optimizerStep(std::vector<Parameter> &params,
                    const OptimizerConfig &optimizer, int &adamSteps);

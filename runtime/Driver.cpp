@@ -161,6 +161,24 @@ static Error checkDataParallel(const DriverOptions &o) {
   };
   if (o.dataParallel < 1)
     return refuse("expected a number of replicas, at least 1");
+  if (o.sharding != "none" && o.sharding != "full")
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--sharding=" + o.sharding +
+            ": expected none (whole replicas) or full (each replica keeps a "
+            "slice of the weights and optimizer state)");
+  if (o.sharding == "full" && o.dataParallel == 1)
+    return createStringError(inconvertibleErrorCode(),
+                             "--sharding=full shards over replicas: give "
+                             "--data-parallel=N with N of at least 2");
+  if (o.sharding == "full" &&
+      (o.reference || o.clipGradNorm > 0.0 || !o.injectNonFinite.empty() ||
+       !o.injectFailure.empty() || o.rejoinAt >= 0))
+    return refuse("--sharding=full runs without --reference, "
+                  "--clip-grad-norm, --inject-nonfinite, --inject-failure "
+                  "and --rejoin-at (not combined yet; the reference of "
+                  "sharded replicas is --reference --data-parallel=N, which "
+                  "they equal)");
   if (o.dataParallel == 1)
     return Error::success();
   if (!o.train)
@@ -227,6 +245,7 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     training.steps = o.steps;
     training.replicas = o.dataParallel;
     training.rejoinAt = o.rejoinAt;
+    training.sharded = o.sharding == "full";
     training.dumpGrads = o.dumpGrads;
     training.dumpWeights = o.dumpWeights;
     if (!o.injectFailure.empty()) {
@@ -580,9 +599,14 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   if (o.train && o.dataParallel > 1)
     outs() << fmt::format(
         "data parallel: {} replicas of {} ranks, each on {} microbatches; "
-        "each stage's gradients averaged over the replicas after its last "
-        "weight gradient{}\n",
+        "{}{}\n",
         o.dataParallel, plan->numRanks(), plan->microbatches,
+        training.sharded
+            ? "sharded: each replica keeps 1/N of every stage's weights and "
+              "AdamW moments, gathers the weights before the stage's first "
+              "action and reduce-scatters its gradients after its last"
+            : "each stage's gradients averaged over the replicas after its "
+              "last weight gradient",
         o.reference ? std::string(" (replica after replica here)")
                     : fmt::format("; the tables above are replica {}'s",
                                   report->reportingReplica));

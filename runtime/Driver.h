@@ -60,6 +60,8 @@ struct DriverOptions {
   int dataParallel = 1;
   /// --rejoin-at (TrainOptions::rejoinAt).
   int rejoinAt = -1;
+  /// --sharding: none or full (TrainOptions::sharded).
+  std::string sharding = "none";
   int hidden = 32;
   int heads = 4;
   int sequence = 16;

@@ -120,6 +120,50 @@ private:
         return k;
     return -1;
   }
+  /// Sharded data parallelism (TrainOptions::sharded): per stage, the
+  /// bounds of each replica's slice of its parameters laid end to end, and
+  /// this replica's slice of the weights, of the step's mean gradient and
+  /// of the AdamW moments; `whole` while the parameters hold everything.
+  struct Shard {
+    std::vector<size_t> bounds;
+    std::vector<float> values, grad, m, v;
+    bool whole = true;
+    size_t begin(int k) const { return bounds[k]; }
+    size_t size(int k) const { return bounds[k + 1] - bounds[k]; }
+  };
+  std::map<int, Shard> shards;
+  /// Each stage's parameter sizes (fixed when the stages are built).
+  std::map<int, std::vector<size_t>> sizesOf;
+  std::vector<size_t> paramSizes(int stage) { return sizesOf.at(stage); }
+  /// The stages whose weights are gathered before each instruction (their
+  /// first action of the step).
+  std::map<size_t, std::vector<int>> gatherBefore;
+  bool sharded() const {
+    return options.train && options.train->sharded && replicas() > 1;
+  }
+  kernels::StageModel &modelOf(int stage) {
+    for (auto &[index, piece] : models.all)
+      if (index == stage)
+        return *piece;
+    llvm_unreachable("a stage this rank does not hold");
+  }
+  /// Slices this replica's part of every stage out of the whole parameters
+  /// (after the start or the checkpoint restored) and frees the rest.
+  void shardStages();
+  /// Frees what the parameters of \p stage hold beyond this replica's slice.
+  void release(int stage);
+  /// Every replica's slice \p mine of \p stage, laid end to end.
+  llvm::Expected<std::vector<float>> allGather(size_t at, int stage,
+                                               const std::vector<float> &mine,
+                                               const std::string &what);
+  /// Before the stage's first action: its whole weights from every slice.
+  llvm::Error gatherWeights(size_t at, int stage);
+  /// After its last: every replica's gradients of this replica's slice,
+  /// averaged in replica order; then the rest is freed.
+  llvm::Error reduceScatter(size_t at, int stage);
+  /// Every stage whole (its weights, gradients and moments), or sliced.
+  llvm::Error materialize(bool whole);
+
   /// Sends (the donor) or receives (the joiner \p k) every stage's
   /// weights, AdamW moments and step count on this rank.
   llvm::Error sendState(int k);
@@ -231,6 +275,8 @@ private:
   /// The start of training step \p step: the injected failure, if due.
   llvm::Error atStep(int step) {
     currentStep = step;
+    if (sharded() && shards.empty())
+      shardStages(); // the start's weights, or the checkpoint's
     if (!joiners.empty()) {
       // Replicas joined at the end of the last step: they train from this
       // one, renumbered, and the donor hands them the state the update
@@ -618,6 +664,18 @@ llvm::Expected<RankResult> RankRunner::run() {
                                      plan.stageNames[index]));
         reduceAfter[it->second].push_back(index);
       }
+      if (sharded()) {
+        for (auto &[index, model] : models.all) {
+          for (const kernels::Parameter &param : model->parameters())
+            sizesOf[index].push_back(param.value.size());
+          for (size_t at = 0; at < ops.size(); ++at)
+            if (ops[at].kind == sched::PlanOp::Kind::Compute &&
+                ops[at].action.stage == index) {
+              gatherBefore[at].push_back(index);
+              break;
+            }
+        }
+      }
     }
     // The simulated compute of one step here, in units.
     double units = 0.0;
@@ -644,6 +702,23 @@ llvm::Expected<RankResult> RankRunner::run() {
     if (replicas() > 1) {
       hooks.reduceLoss = [&](double mine) { return reduceLoss(mine); };
       hooks.writes = [&] { return training.front() == options.replica; };
+      if (sharded()) {
+        hooks.update = [&](kernels::StageModel &model, int index) {
+          Shard &sh = shards[index];
+          const kernels::OptimizerConfig &o = options.train->optimizer;
+          int step = model.optimizerSteps();
+          if (o.kind == kernels::OptimizerConfig::Kind::AdamW) {
+            model.setOptimizerSteps(++step);
+            if (sh.m.empty()) {
+              sh.m.assign(sh.values.size(), 0.0f);
+              sh.v.assign(sh.values.size(), 0.0f);
+            }
+          }
+          kernels::updateSlice(sh.values.data(), sh.grad.data(), sh.m.data(),
+                               sh.v.data(), sh.values.size(), o, step);
+        };
+        hooks.materialize = [&](bool whole) { return materialize(whole); };
+      }
       if (options.membership)
         hooks.stepAgain = [&](int step) { return stepAgain(step); };
       if (options.joinAt >= 0) {
@@ -889,6 +964,185 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
   return true;
 }
 
+void RankRunner::shardStages() {
+  const int n = replicas(), me = options.replica;
+  for (auto &[index, model] : models.all) {
+    Shard &sh = shards[index];
+    size_t total = 0;
+    for (const kernels::Parameter &param : model->parameters())
+      total += param.value.size();
+    sh.bounds.clear();
+    for (int k = 0; k <= n; ++k)
+      sh.bounds.push_back(total * k / n);
+    std::vector<float> values, m, v;
+    bool adam = true;
+    for (const kernels::Parameter &param : model->parameters()) {
+      values.insert(values.end(), param.value.begin(), param.value.end());
+      adam &= !param.adamM.empty();
+      m.insert(m.end(), param.adamM.begin(), param.adamM.end());
+      v.insert(v.end(), param.adamV.begin(), param.adamV.end());
+    }
+    auto slice = [&](const std::vector<float> &flat) {
+      return std::vector<float>(flat.begin() + sh.begin(me),
+                                flat.begin() + sh.begin(me) + sh.size(me));
+    };
+    sh.values = slice(values);
+    sh.m = adam ? slice(m) : std::vector<float>();
+    sh.v = adam ? slice(v) : std::vector<float>();
+    sh.grad.clear();
+    release(index);
+  }
+}
+
+void RankRunner::release(int stage) {
+  for (kernels::Parameter &param : modelOf(stage).parameters())
+    for (std::vector<float> *part :
+         {&param.value, &param.grad, &param.adamM, &param.adamV}) {
+      part->clear();
+      part->shrink_to_fit();
+    }
+  shards[stage].whole = false;
+}
+
+llvm::Expected<std::vector<float>>
+RankRunner::allGather(size_t at, int stage, const std::vector<float> &mine,
+                      const std::string &what) {
+  const Shard &sh = shards[stage];
+  const int n = replicas(), me = options.replica;
+  std::vector<float> flat(sh.bounds.back());
+  std::copy(mine.begin(), mine.end(), flat.begin() + sh.begin(me));
+  Communicator &group = *options.replicaGroup;
+  std::vector<Request> sends(n), receives(n);
+  for (int k = 0; k < n; ++k) {
+    if (k == me)
+      continue;
+    if (llvm::Error err =
+            group.isend(k, mine.data(), mine.size() * sizeof(float), sends[k]))
+      return fail(at, llvm::toString(std::move(err)));
+    if (llvm::Error err = group.irecv(k, flat.data() + sh.begin(k),
+                                      sh.size(k) * sizeof(float), receives[k]))
+      return fail(at, llvm::toString(std::move(err)));
+  }
+  for (int k = 0; k < n; ++k) {
+    const std::string with = fmt::format("{} with replica {}", what, k);
+    if (llvm::Error err = await(at, receives[k], with))
+      return std::move(err);
+    if (llvm::Error err = await(at, sends[k], with))
+      return std::move(err);
+  }
+  return flat;
+}
+
+/// Lays \p flat out over \p params' \p part (whole size each).
+static void scatterInto(std::vector<kernels::Parameter> &params,
+                        const std::vector<float> &flat,
+                        std::vector<float> kernels::Parameter::*part,
+                        const std::vector<size_t> &sizes) {
+  size_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    (params[i].*part)
+        .assign(flat.begin() + offset, flat.begin() + offset + sizes[i]);
+    offset += sizes[i];
+  }
+}
+
+llvm::Error RankRunner::gatherWeights(size_t at, int stage) {
+  Shard &sh = shards[stage];
+  if (sh.whole)
+    return llvm::Error::success();
+  llvm::Expected<std::vector<float>> flat =
+      allGather(at, stage, sh.values,
+                fmt::format("gathering stage @{}'s weights of step {}",
+                            plan.stageNames[stage], currentStep));
+  if (!flat)
+    return flat.takeError();
+  std::vector<kernels::Parameter> &params = modelOf(stage).parameters();
+  std::vector<size_t> sizes = paramSizes(stage);
+  scatterInto(params, *flat, &kernels::Parameter::value, sizes);
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].grad.assign(sizes[i], 0.0f);
+  sh.whole = true;
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::reduceScatter(size_t at, int stage) {
+  Shard &sh = shards[stage];
+  const int n = replicas(), me = options.replica;
+  std::vector<float> flat;
+  for (const kernels::Parameter &param : modelOf(stage).parameters())
+    flat.insert(flat.end(), param.grad.begin(), param.grad.end());
+  Communicator &group = *options.replicaGroup;
+  std::vector<std::vector<float>> parts(n);
+  std::vector<Request> sends(n), receives(n);
+  for (int k = 0; k < n; ++k) {
+    if (k == me) {
+      parts[k].assign(flat.begin() + sh.begin(me),
+                      flat.begin() + sh.begin(me) + sh.size(me));
+      continue;
+    }
+    parts[k].resize(sh.size(me));
+    if (llvm::Error err = group.isend(k, flat.data() + sh.begin(k),
+                                      sh.size(k) * sizeof(float), sends[k]))
+      return fail(at, llvm::toString(std::move(err)));
+    if (llvm::Error err = group.irecv(k, parts[k].data(),
+                                      sh.size(me) * sizeof(float), receives[k]))
+      return fail(at, llvm::toString(std::move(err)));
+  }
+  for (int k = 0; k < n; ++k) {
+    const std::string what =
+        fmt::format("stage @{}'s gradient slices of step {} with replica {}",
+                    plan.stageNames[stage], currentStep, k);
+    if (llvm::Error err = await(at, receives[k], what))
+      return err;
+    if (llvm::Error err = await(at, sends[k], what))
+      return err;
+  }
+  std::vector<const float *> all;
+  for (const std::vector<float> &part : parts)
+    all.push_back(part.data());
+  sh.grad.resize(sh.size(me));
+  meanOverReplicas(all, sh.grad.size(), sh.grad.data());
+  release(stage);
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::materialize(bool whole) {
+  for (auto &[index, model] : models.all) {
+    Shard &sh = shards[index];
+    if (!whole) {
+      release(index);
+      continue;
+    }
+    std::vector<kernels::Parameter> &params = model->parameters();
+    std::vector<size_t> sizes = paramSizes(index);
+    const std::string what =
+        fmt::format("making stage @{} whole", plan.stageNames[index]);
+    using Part = std::vector<float> kernels::Parameter::*;
+    std::pair<std::vector<float> *, Part> parts[] = {
+        {&sh.values, &kernels::Parameter::value},
+        {&sh.grad, &kernels::Parameter::grad},
+        {&sh.m, &kernels::Parameter::adamM},
+        {&sh.v, &kernels::Parameter::adamV}};
+    for (auto [mine, part] : parts) {
+      // Gradients and moments exist once a step or update made them (the
+      // same on every replica).
+      if (mine->empty() && part != &kernels::Parameter::value) {
+        for (size_t i = 0; i < params.size(); ++i)
+          (params[i].*part)
+              .assign(part == &kernels::Parameter::grad ? sizes[i] : 0, 0.0f);
+        continue;
+      }
+      llvm::Expected<std::vector<float>> flat =
+          allGather(ops.size(), index, *mine, what);
+      if (!flat)
+        return flat.takeError();
+      scatterInto(params, *flat, part, sizes);
+    }
+    sh.whole = true;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error RankRunner::sendState(int k) {
   for (auto &[index, model] : models.all) {
     std::vector<double> header{static_cast<double>(model->optimizerSteps())};
@@ -968,6 +1222,10 @@ llvm::Error RankRunner::runStream() {
     const sched::PlanOp &op = ops[at];
     switch (op.kind) {
     case sched::PlanOp::Kind::Compute: {
+      if (auto it = gatherBefore.find(at); it != gatherBefore.end())
+        for (int stage : it->second)
+          if (llvm::Error err = gatherWeights(at, stage))
+            return err;
       std::string who = describePlanAction(plan, op.action);
       for (const sched::SlotUse &use : op.reads)
         if (llvm::Error err = expectTag(at, who, use))
@@ -993,7 +1251,8 @@ llvm::Error RankRunner::runStream() {
       result.actions.push_back({computes++, begin, end});
       if (auto it = reduceAfter.find(at); it != reduceAfter.end())
         for (int stage : it->second)
-          if (llvm::Error err = reduceGradients(at, stage))
+          if (llvm::Error err = sharded() ? reduceScatter(at, stage)
+                                          : reduceGradients(at, stage))
             return err;
       break;
     }

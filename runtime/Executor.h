@@ -97,6 +97,11 @@ struct TrainOptions {
   /// --data-parallel: replicas of the pipeline (runtime/DataParallel.h),
   /// each on its own m microbatches of the step's replicas x m.
   int replicas = 1;
+  /// --sharding=full: each replica keeps 1/replicas of every stage's
+  /// weights and AdamW moments between steps, gathers the weights before
+  /// the stage's first action of a step, reduce-scatters its gradients
+  /// after its last and updates its own slice (FSDP / ZeRO-3).
+  bool sharded = false;
   /// --rejoin-at (testing, local): the replica of the injected failure is
   /// restarted and trains again from this step (-1: it stays out).
   int rejoinAt = -1;
@@ -357,6 +362,11 @@ struct TrainHooks {
   /// Called after each step's pass: true when the step is to run again
   /// (replicas left during it; its gradients are dropped).
   std::function<llvm::Expected<bool>(int step)> stepAgain;
+  /// Sharded data parallelism: updates stage \p index's own slice (empty:
+  /// the model's whole update), and makes every stage whole on every
+  /// replica (\p whole: before dumps and checkpoints) or sharded again.
+  std::function<void(kernels::StageModel &model, int index)> update;
+  std::function<llvm::Error(bool whole)> materialize;
   /// A replica that joins a run under way starts at this step, its state
   /// already taken from a peer (-1: from 0 or the checkpoint).
   int startStep = -1;

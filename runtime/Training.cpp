@@ -199,10 +199,8 @@ llvm::Error stagecraft::runtime::trainSteps(
   // A straggler stops the run at the checkpoint (every rank is told in the
   // barrier, so all stop after the same step).
   bool stop = false;
-  auto checkpoint = [&](int done) -> llvm::Error {
-    if ((hooks.writes && !hooks.writes()) || train.checkpointDir.empty() ||
-        train.checkpointEvery <= 0 ||
-        (done % train.checkpointEvery != 0 && done != train.steps))
+  auto writeCheckpoint = [&](int done) -> llvm::Error {
+    if (hooks.writes && !hooks.writes())
       return llvm::Error::success();
     if (llvm::Error err = writeCheckpointPart(train.checkpointDir, done,
                                               hooks.rank, pieces, losses))
@@ -221,12 +219,33 @@ llvm::Error stagecraft::runtime::trainSteps(
       return llvm::Error::success();
     return finishCheckpoint(train.checkpointDir, done, hooks.ranks, expected);
   };
-  auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
-    if (dir.empty() || (hooks.writes && !hooks.writes()))
+  auto checkpoint = [&](int done) -> llvm::Error {
+    if (train.checkpointDir.empty() || train.checkpointEvery <= 0 ||
+        (done % train.checkpointEvery != 0 && done != train.steps))
       return llvm::Error::success();
-    for (auto &[index, model] : models.all)
-      if (llvm::Error err = dumpStage(*model, dir, gradients))
+    // Sharded: every replica gathers the whole state, one writes it.
+    if (hooks.materialize) {
+      if (llvm::Error err = hooks.materialize(true))
         return err;
+      llvm::Error err = writeCheckpoint(done);
+      if (llvm::Error back = hooks.materialize(false))
+        return llvm::joinErrors(std::move(err), std::move(back));
+      return err;
+    }
+    return writeCheckpoint(done);
+  };
+  auto dumpAll = [&](const std::string &dir, bool gradients) -> llvm::Error {
+    if (dir.empty())
+      return llvm::Error::success();
+    if (hooks.materialize)
+      if (llvm::Error err = hooks.materialize(true))
+        return err;
+    if (!hooks.writes || hooks.writes())
+      for (auto &[index, model] : models.all)
+        if (llvm::Error err = dumpStage(*model, dir, gradients))
+          return err;
+    if (hooks.materialize)
+      return hooks.materialize(false);
     return llvm::Error::success();
   };
   // The global checks of a step's gradients. This rank's part: the sum of
@@ -292,7 +311,10 @@ llvm::Error stagecraft::runtime::trainSteps(
         for (kernels::Parameter &param : model->parameters())
           for (float &g : param.grad)
             g *= coef;
-      model->step(train.optimizer);
+      if (hooks.update)
+        hooks.update(*model, index);
+      else
+        model->step(train.optimizer);
     }
   };
   int skippedInARow = 0;

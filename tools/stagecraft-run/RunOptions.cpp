@@ -176,6 +176,13 @@ static cl::opt<std::string> injectFailure(
              "attempt). With --data-parallel (local, kill): RANK counts "
              "every replica's ranks (rank r of replica k is k x ranks + r); "
              "its replica leaves and the others go on"));
+static cl::opt<std::string> sharding(
+    "sharding", cl::init("none"), cl::cat(trainCategory),
+    cl::desc("with --data-parallel: none (whole replicas; default) or full "
+             "(each replica keeps 1/N of every stage's weights and AdamW "
+             "moments between steps, gathers the weights before the stage's "
+             "first action and reduce-scatters its gradients after its "
+             "last: FSDP / ZeRO-3)"));
 static cl::opt<int> rejoinAt(
     "rejoin-at", cl::init(-1), cl::cat(trainCategory),
     cl::desc("testing, with --data-parallel and --inject-failure on local: "
@@ -275,6 +282,7 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   o.steps = steps;
   o.dataParallel = dataParallel;
   o.rejoinAt = rejoinAt;
+  o.sharding = sharding;
   o.hidden = hidden;
   o.heads = heads;
   o.sequence = sequence;
