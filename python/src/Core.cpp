@@ -111,8 +111,10 @@ struct PySchedule {
       throw ScheduleFailure("to_csv: sharded=True needs reduce_grad=True");
     if (!comms)
       return take(formatPyTorchCsv(schedule));
-    Program lowered =
-        program ? *program : lowerCommunicationEarlyReceives(problem, schedule);
+    // The schedule was verified and simulated when it was made (finish).
+    Program lowered = program ? *program
+                              : lowerCommunicationEarlyReceives(
+                                    problem, schedule, &timeline, true);
     TorchGradientCells gradients{sharded};
     return take(formatPyTorchCsv(lowered, reduceGrad ? &gradients : nullptr));
   }

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -27,13 +28,13 @@ void CsvError::log(llvm::raw_ostream &os) const {
 }
 
 /// PyTorch's cell for one side of a transfer.
-static std::string commCell(const CommOp &op) {
+static void appendCommCell(std::string &out, const CommOp &op) {
   const Message &m = op.message;
   bool act = m.kind == MessageKind::Activation;
   // Sends name the producing stage, receives the consuming one.
   int stage = op.isSend ? m.stage : (act ? m.stage + 1 : m.stage - 1);
-  return fmt::format("{}{}_{}{}", stage, op.isSend ? "SEND" : "RECV",
-                     act ? 'F' : 'B', m.microbatch);
+  fmt::format_to(std::back_inserter(out), FMT_COMPILE("{}{}_{}{}"), stage,
+                 op.isSend ? "SEND" : "RECV", act ? 'F' : 'B', m.microbatch);
 }
 
 /// The stage whose gradient \p a computes (W, B, an F&B's backward), or -1.
@@ -61,18 +62,25 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program,
   for (int r = 0; r < program.numRanks(); ++r) {
     const std::vector<Instruction> &rank = program.ranks[r];
     bool first = true;
-    auto cell = [&](const std::string &text) {
+    auto next = [&] {
       if (!first)
         out += ',';
-      out += text;
       first = false;
+    };
+    // "<stage><text><microbatch>", or "<stage><text>" without one.
+    auto stageCell = [&](int stage, const char *text, int mb = -1) {
+      next();
+      auto to = std::back_inserter(out);
+      if (mb < 0)
+        fmt::format_to(to, FMT_COMPILE("{}{}"), stage, text);
+      else
+        fmt::format_to(to, FMT_COMPILE("{}{}{}"), stage, text, mb);
     };
     // torch's runtime retires every send at an explicit WAIT_SEND: a
     // forward send after the local backward of its stage and microbatch
     // (which proves the peer took it, so the wait never blocks), the others
     // at the end of the step.
-    std::vector<std::pair<int, int>> pendingForward;
-    std::vector<std::string> pendingOther;
+    std::vector<std::pair<int, int>> pendingForward, pendingOther;
     // Data-parallel cells: each stage's last gradient action on this rank,
     // and the reduction not yet waited for.
     std::map<int, int> lastGradient;
@@ -80,9 +88,9 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program,
     auto waitReduce = [&]() {
       if (!pendingReduce)
         return;
-      cell(fmt::format("{}WAIT_REDUCE_GRAD", *pendingReduce));
+      stageCell(*pendingReduce, "WAIT_REDUCE_GRAD");
       if (gradients->sharded)
-        cell(fmt::format("{}RESHARD", *pendingReduce));
+        stageCell(*pendingReduce, "RESHARD");
       pendingReduce.reset();
     };
     if (gradients) {
@@ -99,29 +107,29 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program,
       }
       if (gradients->sharded)
         for (int s : firstUse)
-          cell(fmt::format("{}UNSHARD", s));
+          stageCell(s, "UNSHARD");
     }
     for (int i = 0, e = static_cast<int>(rank.size()); i < e; ++i) {
       const Instruction &instr = rank[i];
       if (instr.kind != Instruction::Kind::Compute) {
         for (const CommOp &op : instr.ops) {
-          cell(commCell(op));
+          next();
+          appendCommCell(out, op);
           if (!op.isSend)
             continue;
-          if (op.message.kind == MessageKind::Activation)
-            pendingForward.push_back({op.message.stage, op.message.microbatch});
-          else
-            pendingOther.push_back(fmt::format(
-                "{}WAIT_SEND_B{}", op.message.stage, op.message.microbatch));
+          (op.message.kind == MessageKind::Activation ? pendingForward
+                                                      : pendingOther)
+              .push_back({op.message.stage, op.message.microbatch});
         }
         continue;
       }
       const Action &a = instr.action;
-      cell(torchName(a));
+      next();
+      appendTorchName(out, a);
       if (int s = gradientStage(a);
           gradients && s >= 0 && lastGradient.at(s) == i) {
         waitReduce();
-        cell(fmt::format("{}REDUCE_GRAD", s));
+        stageCell(s, "REDUCE_GRAD");
         pendingReduce = s;
       }
       std::optional<std::pair<int, int>> backward;
@@ -134,14 +142,14 @@ stagecraft::pipe::sched::formatPyTorchCsv(const Program &program,
       auto it =
           std::find(pendingForward.begin(), pendingForward.end(), *backward);
       if (it != pendingForward.end()) {
-        cell(fmt::format("{}WAIT_SEND_F{}", it->first, it->second));
+        stageCell(it->first, "WAIT_SEND_F", it->second);
         pendingForward.erase(it);
       }
     }
     for (auto [stage, mb] : pendingForward)
-      cell(fmt::format("{}WAIT_SEND_F{}", stage, mb));
-    for (const std::string &wait : pendingOther)
-      cell(wait);
+      stageCell(stage, "WAIT_SEND_F", mb);
+    for (auto [stage, mb] : pendingOther)
+      stageCell(stage, "WAIT_SEND_B", mb);
     if (gradients)
       waitReduce();
     out += '\n';

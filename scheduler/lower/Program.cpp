@@ -294,12 +294,16 @@ Program stagecraft::pipe::sched::lowerCommunication(const Problem &problem,
 }
 
 Program stagecraft::pipe::sched::lowerCommunicationEarlyReceives(
-    const Problem &problem, const Schedule &schedule) {
-  llvm::Expected<Timeline> timeline = simulate(problem, schedule);
-  if (!timeline) {
-    llvm::consumeError(timeline.takeError());
+    const Problem &problem, const Schedule &schedule, const Timeline *known,
+    bool verified) {
+  llvm::Expected<Timeline> simulated =
+      known ? llvm::Expected<Timeline>(Timeline())
+            : simulate(problem, schedule);
+  if (!simulated) {
+    llvm::consumeError(simulated.takeError());
     return lowerCommunication(problem, schedule);
   }
+  const Timeline *timeline = known ? known : &*simulated;
   Program plain = lower(problem, schedule, /*group=*/false);
   const int p = plain.numRanks();
   // Start and end of each rank's computes, in program order.
@@ -389,17 +393,24 @@ Program stagecraft::pipe::sched::lowerCommunicationEarlyReceives(
     while (next < moved.size())
       early.ranks[r].push_back(Instruction::comm(moved[next++].op));
   }
-  if (llvm::Error err = verifyProgram(problem, early)) {
+  if (llvm::Error err =
+          verifyProgram(problem, early, verified ? &schedule : nullptr)) {
     llvm::consumeError(std::move(err));
     return lowerCommunication(problem, schedule);
   }
   return early;
 }
 
-llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
-                                                   const Program &program) {
+llvm::Error
+stagecraft::pipe::sched::verifyProgram(const Problem &problem,
+                                       const Program &program,
+                                       const Schedule *verifiedCompute) {
   const int p = program.numRanks();
   Schedule compute = program.computeSchedule();
+  const bool known = verifiedCompute &&
+                     compute.placement == verifiedCompute->placement &&
+                     compute.recompute == verifiedCompute->recompute &&
+                     compute.ranks == verifiedCompute->ranks;
   // Compute-level sites index actions; map them to instruction indices.
   std::vector<std::vector<int>> computeAt(p);
   for (int r = 0; r < p && r < static_cast<int>(program.ranks.size()); ++r)
@@ -412,7 +423,8 @@ llvm::Error stagecraft::pipe::sched::verifyProgram(const Problem &problem,
       site.index = computeAt[site.rank][site.index];
     return site;
   };
-  if (llvm::Error err = verifySchedule(problem, compute))
+  if (llvm::Error err =
+          known ? llvm::Error::success() : verifySchedule(problem, compute))
     return llvm::handleErrors(
         std::move(err), [&](std::unique_ptr<ScheduleError> e) -> llvm::Error {
           e->site = remap(e->site);

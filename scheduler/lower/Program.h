@@ -23,6 +23,8 @@
 
 namespace stagecraft::pipe::sched {
 
+struct Timeline;
+
 /// What a message carries, named by the stage s it belongs to:
 ///   Activation:   F(s) -> F(s + 1)           Gradient: I/B(s) -> I/B(s - 1)
 ///   Qkv:          F(s) -> A(s)      AttentionOutput: A(s) -> F(s + 1)
@@ -107,8 +109,15 @@ Program lowerCommunication(const Problem &problem, const Schedule &schedule);
 /// is verified under the blocking-receive semantics of `verifyProgram` (the
 /// simulated timeline is a run in which no moved receive waits); if that
 /// fails, the receives stay where `lowerCommunication` puts them.
+///
+/// \p timeline, when given, is the schedule's simulated timeline (it is
+/// simulated here otherwise), and \p verified says the schedule passed
+/// verifySchedule, so that the program's compute order, the schedule's own,
+/// is not checked again.
 Program lowerCommunicationEarlyReceives(const Problem &problem,
-                                        const Schedule &schedule);
+                                        const Schedule &schedule,
+                                        const Timeline *timeline = nullptr,
+                                        bool verified = false);
 
 /// Checks \p program: its computes form a valid schedule; each cross-rank
 /// input is received before its compute and each output sent after its
@@ -116,7 +125,10 @@ Program lowerCommunicationEarlyReceives(const Problem &problem,
 /// the same message; and execution under the semantics above cannot hang.
 /// On a hang the ScheduleError names the ranks, the operations they wait at
 /// and the cycle of waits. Sites index into the rank's instructions.
-llvm::Error verifyProgram(const Problem &problem, const Program &program);
+/// When \p verifiedCompute (a schedule that passed verifySchedule) is the
+/// program's compute order, that order is not checked again.
+llvm::Error verifyProgram(const Problem &problem, const Program &program,
+                          const Schedule *verifiedCompute = nullptr);
 
 } // namespace stagecraft::pipe::sched
 

@@ -7,6 +7,7 @@
 
 #include "scheduler/model/Schedule.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -94,11 +95,21 @@ std::string stagecraft::pipe::sched::shortName(const Action &action) {
 }
 
 std::string stagecraft::pipe::sched::torchName(const Action &action) {
+  std::string out;
+  appendTorchName(out, action);
+  return out;
+}
+
+void stagecraft::pipe::sched::appendTorchName(std::string &out,
+                                              const Action &action) {
+  auto to = std::back_inserter(out);
   if (action.kind == ActionKind::ForwardBackward)
-    return fmt::format("({}F{};{}B{})OVERLAP_F_B", action.stage,
-                       action.microbatch, action.backwardStage,
-                       action.backwardMicrobatch);
-  return shortName(action);
+    fmt::format_to(to, FMT_COMPILE("({}F{};{}B{})OVERLAP_F_B"), action.stage,
+                   action.microbatch, action.backwardStage,
+                   action.backwardMicrobatch);
+  else
+    fmt::format_to(to, FMT_COMPILE("{}{}{}"), action.stage,
+                   actionLetter(action.kind), action.microbatch);
 }
 
 std::vector<int> Schedule::stagesOf(int rank) const {

@@ -74,6 +74,9 @@ std::string shortName(const Action &action);
 /// torch.distributed.pipelining's spelling: "0F3", and "(0F3;7B1)OVERLAP_F_B"
 /// for an overlapped action.
 std::string torchName(const Action &action);
+/// torchName(\p action) appended to \p out (no string of its own: CSVs of
+/// millions of cells).
+void appendTorchName(std::string &out, const Action &action);
 
 /// Messages \p a sends to other ranks under \p placement: a forward's
 /// output to each consumer elsewhere, a backward's (I or B) gradient to
