@@ -170,7 +170,7 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
     for (auto &[index, model] : models.all)
       if (index == numStages - 1)
         lastStage = model.get();
-    pass = [&, whole = pass]() -> llvm::Error {
+    pass = [&, whole = pass, lastStage]() -> llvm::Error {
       const int n = train.replicas, m = plan.microbatches;
       // [stage][replica]: the replica's gradients of the stage, flat.
       std::vector<std::vector<std::vector<float>>> parts(models.all.size());

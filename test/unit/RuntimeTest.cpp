@@ -178,7 +178,7 @@ TEST(ReplicaSet, EveryRankSeesTheSameReplicasAfterLeavesAndJoins) {
     std::vector<std::thread> threads;
     for (int k : replicas)
       for (int r = 0; r < kRanks; ++r)
-        threads.emplace_back([&, k, r] {
+        threads.emplace_back([&, k, r, step] {
           llvm::Expected<std::vector<int>> after =
               set.endStep(k, step, monitor);
           ASSERT_TRUE(!!after) << llvm::toString(after.takeError());
