@@ -120,5 +120,13 @@ stagecraft::pipe::planFromSchedule(ScheduleOp op, const ScheduleModel &model,
                                       unitBytes, stats, minMessageBytes);
   if (auto objective = op->getAttrOfType<StringAttr>("objective"))
     plan.objective = objective.getValue().str();
+  if (model.dataParallel && model.dataParallel->degree > 1) {
+    // Each stage reduces where torch's rule puts it; a bucketed placement
+    // releases its buckets during that same last gradient action, which
+    // the runtime runs as one kernel (docs/data-parallel.md).
+    plan.dataParallel = model.dataParallel->degree;
+    plan.sharding = sched::shardingName(model.dataParallel->sharding).str();
+    sched::placeReductions(plan);
+  }
   return plan;
 }

@@ -152,3 +152,24 @@ double stagecraft::runtime::meanOverReplicas(llvm::ArrayRef<double> parts) {
     sum += v;
   return sum / static_cast<double>(parts.size());
 }
+
+std::vector<float>
+stagecraft::runtime::flatten(llvm::ArrayRef<kernels::Parameter> params,
+                             ParameterPart part) {
+  std::vector<float> flat;
+  for (const kernels::Parameter &param : params)
+    flat.insert(flat.end(), (param.*part).begin(), (param.*part).end());
+  return flat;
+}
+
+void stagecraft::runtime::scatterInto(std::vector<kernels::Parameter> &params,
+                                      llvm::ArrayRef<float> flat,
+                                      ParameterPart part,
+                                      llvm::ArrayRef<size_t> sizes) {
+  size_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    (params[i].*part)
+        .assign(flat.begin() + offset, flat.begin() + offset + sizes[i]);
+    offset += sizes[i];
+  }
+}

@@ -17,6 +17,7 @@
 #ifndef STAGECRAFT_RUNTIME_DATAPARALLEL_H
 #define STAGECRAFT_RUNTIME_DATAPARALLEL_H
 
+#include "kernels/Model.h"
 #include "runtime/Communicator.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -112,11 +113,31 @@ private:
   std::vector<int> after;
 };
 
+/// Which replicas train changed: from step `step` on, `replicas` of them.
+/// `ranAgain`: replicas left during that step, which ran again on the rest;
+/// else restarted replicas joined from it.
+struct MembershipChange {
+  int step = 0;
+  int replicas = 0;
+  bool ranAgain = false;
+};
+
 /// The world ranks of replica \p replica's pipeline of \p ranks ranks.
 std::vector<int> replicaMembers(int replica, int ranks);
 /// The world ranks of rank \p rank's data-parallel group: that rank of
 /// each of \p replicas replicas.
 std::vector<int> groupMembers(int rank, int ranks, int replicas);
+
+/// A field of a stage's parameters (value, grad, adamM, adamV).
+using ParameterPart = std::vector<float> kernels::Parameter::*;
+/// \p part of each of \p params, laid end to end.
+std::vector<float> flatten(llvm::ArrayRef<kernels::Parameter> params,
+                           ParameterPart part);
+/// Lays \p flat over \p params' \p part, \p sizes[i] floats for
+/// parameter i (the whole sizes: a sharded stage's fields may be empty).
+void scatterInto(std::vector<kernels::Parameter> &params,
+                 llvm::ArrayRef<float> flat, ParameterPart part,
+                 llvm::ArrayRef<size_t> sizes);
 
 /// The data-parallel mean: \p parts (one per replica, \p count floats
 /// each) summed in replica order, then divided by their number, into

@@ -569,10 +569,18 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
   for (const auto &[k, why] : report->departures)
     outs() << fmt::format("replica {} left the data-parallel group: {}\n", k,
                           why);
-  for (const auto &[step, count] : report->stepsRunAgain) {
+  for (const MembershipChange &change : report->membershipChanges) {
+    if (!change.ranAgain) {
+      outs() << fmt::format("from step {}, {} replicas again: the restarted "
+                            "replica took the weights and optimizer state of "
+                            "one that stayed\n",
+                            change.step, change.replicas);
+      continue;
+    }
+    const int step = change.step;
     outs() << fmt::format("step {} ran again on the {} replica(s) still "
                           "there, renumbered",
-                          step, count);
+                          step, change.replicas);
     // The time the failure cost: that step against the median step.
     const std::vector<double> &ends = report->stepEnds;
     const int at = step - report->firstStep;
@@ -591,11 +599,6 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     }
     outs() << "\n";
   }
-  for (const auto &[step, count] : report->stepsJoined)
-    outs() << fmt::format("from step {}, {} replicas again: the restarted "
-                          "replica took the weights and optimizer state of "
-                          "one that stayed\n",
-                          step, count);
   if (o.train && o.dataParallel > 1)
     outs() << fmt::format(
         "data parallel: {} replicas of {} ranks, each on {} microbatches; "
@@ -604,9 +607,10 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
         training.sharded
             ? "sharded: each replica keeps 1/N of every stage's weights and "
               "AdamW moments, gathers the weights before the stage's first "
-              "action and reduce-scatters its gradients after its last"
-            : "each stage's gradients averaged over the replicas after its "
-              "last weight gradient",
+              "action and reduce-scatters its gradients from its last on, "
+              "while the step goes on"
+            : "each stage's gradients averaged over the replicas from its "
+              "last weight gradient on, while the step goes on",
         o.reference ? std::string(" (replica after replica here)")
                     : fmt::format("; the tables above are replica {}'s",
                                   report->reportingReplica));

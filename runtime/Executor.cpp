@@ -64,7 +64,7 @@ public:
       : plan(plan), rank(rank),
         watch(options.watchIndex >= 0 ? options.watchIndex : rank), comm(comm),
         monitor(monitor), start(start), options(options),
-        ops(plan.ranks[rank].ops) {
+        ops(withReductions(plan.ranks[rank].ops, options, placed)) {
     for (int64_t bytes : plan.ranks[rank].slotBytes)
       slots.emplace_back(static_cast<size_t>(bytes), 0);
   }
@@ -158,9 +158,6 @@ private:
                                                const std::string &what);
   /// Before the stage's first action: its whole weights from every slice.
   llvm::Error gatherWeights(size_t at, int stage);
-  /// After its last: every replica's gradients of this replica's slice,
-  /// averaged in replica order; then the rest is freed.
-  llvm::Error reduceScatter(size_t at, int stage);
   /// Every stage whole (its weights, gradients and moments), or sliced.
   llvm::Error materialize(bool whole);
 
@@ -173,9 +170,45 @@ private:
     return replicas() > 1 ? fmt::format(" of replica {}", options.replica)
                           : std::string();
   }
-  /// Data parallelism: the step's gradients of stage \p stage, reduced
-  /// over the data-parallel group (runtime/DataParallel.h).
-  llvm::Error reduceGradients(size_t at, int stage);
+  /// One collective over the replicas training: this rank's requests.
+  struct Exchange {
+    std::map<int, Request> sends, receives;
+  };
+  using Outgoing = llvm::function_ref<std::pair<const void *, size_t>(int)>;
+  using Incoming = llvm::function_ref<std::pair<void *, size_t>(int)>;
+  /// Posts, with every replica training but this one, a send of \p out(k)
+  /// and a receive into \p in(k) (pointer and bytes).
+  llvm::Error postExchange(size_t at, Exchange &x, Outgoing out, Incoming in);
+  /// Waits for \p x. Returns the replicas heard from, this one included, in
+  /// order: one that left during the exchange is missing (the step runs
+  /// again without it).
+  llvm::Expected<std::vector<int>>
+  finishExchange(size_t at, Exchange &x,
+                 llvm::function_ref<std::string(int)> what);
+  llvm::Expected<std::vector<int>>
+  exchange(size_t at, Outgoing out, Incoming in,
+           llvm::function_ref<std::string(int)> what) {
+    Exchange x;
+    if (llvm::Error err = postExchange(at, x, out, in))
+      return std::move(err);
+    return finishExchange(at, x, what);
+  }
+  /// A stage's gradient reduction between its Reduce and its ReduceWait:
+  /// this replica's gradients (whole, flat) and every other's (whole, or
+  /// this replica's slice of them when sharded).
+  struct Reduction {
+    Exchange exchange;
+    std::vector<float> flat;
+    std::map<int, std::vector<float>> parts;
+  };
+  std::map<int, Reduction> reductions;
+  /// Data parallelism: posts the reduction of stage \p stage's gradients
+  /// of the step over its data-parallel group (runtime/DataParallel.h): an
+  /// all-reduce, or a reduce-scatter when sharded.
+  llvm::Error postReduction(size_t at, int stage);
+  /// Completes it: the stage's gradients (its slice's, then the rest freed,
+  /// when sharded) are the replicas' mean.
+  llvm::Error finishReduction(size_t at, int stage);
   /// The step's loss over every replica (on the last stage's rank).
   llvm::Expected<double> reduceLoss(double mine);
   /// Tags go at the start, middle and end of a buffer; when training, the
@@ -591,6 +624,22 @@ private:
   ProgressMonitor &monitor;
   Clock::time_point start;
   const ExecOptions &options;
+  /// The rank's stream with its reductions placed, when training replicas
+  /// on a plan without them (sched::placeReductions: torch's rule).
+  std::vector<sched::PlanOp> placed;
+  static const std::vector<sched::PlanOp> &
+  withReductions(const std::vector<sched::PlanOp> &ops,
+                 const ExecOptions &options,
+                 std::vector<sched::PlanOp> &placed) {
+    if (!options.train || options.train->replicas <= 1 ||
+        std::any_of(ops.begin(), ops.end(), [](const sched::PlanOp &op) {
+          return op.kind == sched::PlanOp::Kind::Reduce;
+        }))
+      return ops;
+    placed = ops;
+    sched::placeReductions(placed);
+    return placed;
+  }
   const std::vector<sched::PlanOp> &ops;
   std::vector<std::vector<char>> slots;
   struct Outstanding {
@@ -614,9 +663,6 @@ private:
   /// that runs here (created when first needed).
   RankModels models;
   std::map<int, kernels::HelixAttention> attention;
-  /// Data parallelism: the stages whose gradients are complete after each
-  /// instruction (their last weight gradient of the step).
-  std::map<size_t, std::vector<int>> reduceAfter;
 };
 } // namespace
 
@@ -645,29 +691,20 @@ llvm::Expected<RankResult> RankRunner::run() {
         training.push_back(k);
       for (auto &[index, model] : models.all)
         model->setDataOffset(options.replica * plan.microbatches);
-      // Torch's rule for DDP: a stage's reduction follows its last
-      // gradient action.
-      std::map<int, size_t> lastGradient;
-      for (size_t at = 0; at < ops.size(); ++at) {
-        const sched::PlanOp &op = ops[at];
-        if (op.kind == sched::PlanOp::Kind::Compute &&
-            (op.action.kind == sched::ActionKind::Backward ||
-             op.action.kind == sched::ActionKind::BackwardWeight ||
-             op.action.kind == sched::ActionKind::ForwardBackward))
-          lastGradient[op.action.stage] = at;
-      }
-      for (auto &[index, model] : models.all) {
-        auto it = lastGradient.find(index);
-        if (it == lastGradient.end())
+      // The plan's reductions (placeReductions where it has none).
+      for (auto &[index, model] : models.all)
+        if (std::none_of(ops.begin(), ops.end(), [&](const sched::PlanOp &op) {
+              return op.kind == sched::PlanOp::Kind::Reduce &&
+                     op.stage == index;
+            }))
           return fail(0, fmt::format("stage @{} has no weight gradient on "
                                      "this rank to reduce",
                                      plan.stageNames[index]));
-        reduceAfter[it->second].push_back(index);
-      }
+      for (auto &[index, model] : models.all)
+        for (const kernels::Parameter &param : model->parameters())
+          sizesOf[index].push_back(param.value.size());
       if (sharded()) {
         for (auto &[index, model] : models.all) {
-          for (const kernels::Parameter &param : model->parameters())
-            sizesOf[index].push_back(param.value.size());
           for (size_t at = 0; at < ops.size(); ++at)
             if (ops[at].kind == sched::PlanOp::Kind::Compute &&
                 ops[at].action.stage == index) {
@@ -846,89 +883,126 @@ llvm::Expected<bool> RankRunner::receiveFrom(size_t at, int k, Request &request,
   return fail(at, fmt::format("{}: {}", what, message));
 }
 
-llvm::Error RankRunner::reduceGradients(size_t at, int stage) {
-  kernels::StageModel *model = nullptr;
-  for (auto &[index, piece] : models.all)
-    if (index == stage)
-      model = piece.get();
-  std::vector<kernels::Parameter> &params = model->parameters();
-  const int me = options.replica;
-  std::map<int, std::vector<float>> parts;
-  for (const kernels::Parameter &param : params)
-    parts[me].insert(parts[me].end(), param.grad.begin(), param.grad.end());
-  const size_t count = parts[me].size();
+llvm::Error RankRunner::postExchange(size_t at, Exchange &x, Outgoing out,
+                                     Incoming in) {
   Communicator &group = *options.replicaGroup;
-  std::map<int, Request> sends, receives;
   for (int k : training) {
-    if (k == me)
+    if (k == options.replica)
       continue;
-    parts[k].resize(count);
-    if (llvm::Error err =
-            group.isend(k, parts[me].data(), count * sizeof(float), sends[k]))
+    auto [data, bytes] = out(k);
+    if (llvm::Error err = group.isend(k, data, bytes, x.sends[k]))
       return fail(at, llvm::toString(std::move(err)));
-    if (llvm::Error err =
-            group.irecv(k, parts[k].data(), count * sizeof(float), receives[k]))
+    auto [into, size] = in(k);
+    if (llvm::Error err = group.irecv(k, into, size, x.receives[k]))
       return fail(at, llvm::toString(std::move(err)));
   }
-  std::vector<const float *> all;
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<int>>
+RankRunner::finishExchange(size_t at, Exchange &x,
+                           llvm::function_ref<std::string(int)> what) {
+  std::vector<int> heard;
   for (int k : training) {
-    if (k != me) {
-      llvm::Expected<bool> there = receiveFrom(
-          at, k, receives[k],
-          fmt::format("stage @{}'s gradients of step {} from replica {}",
-                      plan.stageNames[stage], currentStep, k));
+    if (k != options.replica) {
+      llvm::Expected<bool> there = receiveFrom(at, k, x.receives[k], what(k));
       if (!there)
         return there.takeError();
       if (!*there)
         continue; // it left: the step runs again without it
     }
-    all.push_back(parts[k].data());
+    heard.push_back(k);
   }
-  // The buffer sent must outlive the sends (on local they are done).
-  for (auto &[k, send] : sends)
-    if (llvm::Error err = await(at, send, "a data-parallel send"))
-      return err;
+  // The buffers sent must outlive the sends (on local they are done).
+  for (auto &[k, send] : x.sends)
+    if (llvm::Error err = await(at, send, what(k)))
+      return std::move(err);
+  return heard;
+}
+
+llvm::Error RankRunner::postReduction(size_t at, int stage) {
+  auto [it, fresh] = reductions.try_emplace(stage);
+  if (!fresh)
+    return fail(at, fmt::format("stage @{}'s gradients are reduced twice in "
+                                "one step",
+                                plan.stageNames[stage]));
+  Reduction &r = it->second;
+  r.flat = flatten(modelOf(stage).parameters(), &kernels::Parameter::grad);
+  const Shard *sh = sharded() ? &shards[stage] : nullptr;
+  const int me = options.replica;
+  // Sharded, each replica receives its own slice of every other's.
+  const size_t count = sh ? sh->size(me) : r.flat.size();
+  for (int k : training)
+    if (k != me)
+      r.parts[k].resize(count);
+  return postExchange(
+      at, r.exchange,
+      [&](int k) {
+        return sh ? std::pair<const void *, size_t>(r.flat.data() +
+                                                        sh->begin(k),
+                                                    sh->size(k) * sizeof(float))
+                  : std::pair<const void *, size_t>(
+                        r.flat.data(), r.flat.size() * sizeof(float));
+      },
+      [&](int k) {
+        return std::pair<void *, size_t>(r.parts[k].data(),
+                                         count * sizeof(float));
+      });
+}
+
+llvm::Error RankRunner::finishReduction(size_t at, int stage) {
+  auto it = reductions.find(stage);
+  if (it == reductions.end())
+    return fail(at, fmt::format("a reduce-wait of stage @{}, whose reduction "
+                                "was not posted this step",
+                                plan.stageNames[stage]));
+  Reduction &r = it->second;
+  llvm::Expected<std::vector<int>> heard =
+      finishExchange(at, r.exchange, [&](int k) {
+        return fmt::format("stage @{}'s gradients of step {} with replica {}",
+                           plan.stageNames[stage], currentStep, k);
+      });
+  if (!heard)
+    return heard.takeError();
+  const int me = options.replica;
+  const Shard *sh = sharded() ? &shards[stage] : nullptr;
+  const float *mine = r.flat.data() + (sh ? sh->begin(me) : 0);
+  const size_t count = sh ? sh->size(me) : r.flat.size();
+  std::vector<const float *> all;
+  for (int k : *heard)
+    all.push_back(k == me ? mine : r.parts[k].data());
   std::vector<float> mean(count);
   meanOverReplicas(all, count, mean.data());
-  size_t offset = 0;
-  for (kernels::Parameter &param : params) {
-    std::copy(mean.begin() + offset, mean.begin() + offset + param.grad.size(),
-              param.grad.begin());
-    offset += param.grad.size();
+  if (sh) {
+    shards[stage].grad = std::move(mean);
+    release(stage);
+  } else {
+    scatterInto(modelOf(stage).parameters(), mean, &kernels::Parameter::grad,
+                paramSizes(stage));
   }
+  reductions.erase(it);
   return llvm::Error::success();
 }
 
 llvm::Expected<double> RankRunner::reduceLoss(double mine) {
-  const int me = options.replica;
   std::map<int, double> all;
-  all[me] = mine;
-  Communicator &group = *options.replicaGroup;
-  std::map<int, Request> sends, receives;
-  for (int k : training) {
-    if (k == me)
-      continue;
-    if (llvm::Error err = group.isend(k, &all[me], sizeof(double), sends[k]))
-      return std::move(err);
-    if (llvm::Error err = group.irecv(k, &all[k], sizeof(double), receives[k]))
-      return std::move(err);
-  }
+  for (int k : training)
+    all[k] = mine;
+  llvm::Expected<std::vector<int>> heard = exchange(
+      ops.size(),
+      [&](int) {
+        return std::pair<const void *, size_t>(&mine, sizeof(double));
+      },
+      [&](int k) { return std::pair<void *, size_t>(&all[k], sizeof(double)); },
+      [&](int k) {
+        return fmt::format("the loss of step {} from replica {}", currentStep,
+                           k);
+      });
+  if (!heard)
+    return heard.takeError();
   std::vector<double> values;
-  for (int k : training) {
-    if (k != me) {
-      llvm::Expected<bool> there = receiveFrom(
-          ops.size(), k, receives[k],
-          fmt::format("the loss of step {} from replica {}", currentStep, k));
-      if (!there)
-        return there.takeError();
-      if (!*there)
-        continue;
-    }
+  for (int k : *heard)
     values.push_back(all[k]);
-  }
-  for (auto &[k, send] : sends)
-    if (llvm::Error err = await(ops.size(), send, "a data-parallel send"))
-      return std::move(err);
   return meanOverReplicas(values);
 }
 
@@ -952,7 +1026,8 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
       if (std::find(training.begin(), training.end(), k) == training.end())
         joiners.push_back(k);
     admitted = std::move(*after);
-    result.stepsJoined.push_back({step + 1, static_cast<int>(admitted.size())});
+    result.membershipChanges.push_back(
+        {step + 1, static_cast<int>(admitted.size()), /*ranAgain=*/false});
     return false;
   }
   // Replicas left during the step: it runs again on those still there,
@@ -960,7 +1035,8 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
   training = std::move(*after);
   for (auto &[index, model] : models.all)
     model->setDataOffset(trainingIndex() * plan.microbatches);
-  result.stepsRunAgain.push_back({step, static_cast<int>(training.size())});
+  result.membershipChanges.push_back(
+      {step, static_cast<int>(training.size()), /*ranAgain=*/true});
   return true;
 }
 
@@ -974,14 +1050,13 @@ void RankRunner::shardStages() {
     sh.bounds.clear();
     for (int k = 0; k <= n; ++k)
       sh.bounds.push_back(total * k / n);
-    std::vector<float> values, m, v;
+    const std::vector<kernels::Parameter> &params = model->parameters();
     bool adam = true;
-    for (const kernels::Parameter &param : model->parameters()) {
-      values.insert(values.end(), param.value.begin(), param.value.end());
+    for (const kernels::Parameter &param : params)
       adam &= !param.adamM.empty();
-      m.insert(m.end(), param.adamM.begin(), param.adamM.end());
-      v.insert(v.end(), param.adamV.begin(), param.adamV.end());
-    }
+    std::vector<float> values = flatten(params, &kernels::Parameter::value);
+    std::vector<float> m = flatten(params, &kernels::Parameter::adamM);
+    std::vector<float> v = flatten(params, &kernels::Parameter::adamV);
     auto slice = [&](const std::vector<float> &flat) {
       return std::vector<float>(flat.begin() + sh.begin(me),
                                 flat.begin() + sh.begin(me) + sh.size(me));
@@ -1008,42 +1083,22 @@ llvm::Expected<std::vector<float>>
 RankRunner::allGather(size_t at, int stage, const std::vector<float> &mine,
                       const std::string &what) {
   const Shard &sh = shards[stage];
-  const int n = replicas(), me = options.replica;
   std::vector<float> flat(sh.bounds.back());
-  std::copy(mine.begin(), mine.end(), flat.begin() + sh.begin(me));
-  Communicator &group = *options.replicaGroup;
-  std::vector<Request> sends(n), receives(n);
-  for (int k = 0; k < n; ++k) {
-    if (k == me)
-      continue;
-    if (llvm::Error err =
-            group.isend(k, mine.data(), mine.size() * sizeof(float), sends[k]))
-      return fail(at, llvm::toString(std::move(err)));
-    if (llvm::Error err = group.irecv(k, flat.data() + sh.begin(k),
-                                      sh.size(k) * sizeof(float), receives[k]))
-      return fail(at, llvm::toString(std::move(err)));
-  }
-  for (int k = 0; k < n; ++k) {
-    const std::string with = fmt::format("{} with replica {}", what, k);
-    if (llvm::Error err = await(at, receives[k], with))
-      return std::move(err);
-    if (llvm::Error err = await(at, sends[k], with))
-      return std::move(err);
-  }
+  std::copy(mine.begin(), mine.end(), flat.begin() + sh.begin(options.replica));
+  llvm::Expected<std::vector<int>> heard = exchange(
+      at,
+      [&](int) {
+        return std::pair<const void *, size_t>(mine.data(),
+                                               mine.size() * sizeof(float));
+      },
+      [&](int k) {
+        return std::pair<void *, size_t>(flat.data() + sh.begin(k),
+                                         sh.size(k) * sizeof(float));
+      },
+      [&](int k) { return fmt::format("{} with replica {}", what, k); });
+  if (!heard)
+    return heard.takeError();
   return flat;
-}
-
-/// Lays \p flat out over \p params' \p part (whole size each).
-static void scatterInto(std::vector<kernels::Parameter> &params,
-                        const std::vector<float> &flat,
-                        std::vector<float> kernels::Parameter::*part,
-                        const std::vector<size_t> &sizes) {
-  size_t offset = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    (params[i].*part)
-        .assign(flat.begin() + offset, flat.begin() + offset + sizes[i]);
-    offset += sizes[i];
-  }
 }
 
 llvm::Error RankRunner::gatherWeights(size_t at, int stage) {
@@ -1065,47 +1120,6 @@ llvm::Error RankRunner::gatherWeights(size_t at, int stage) {
   return llvm::Error::success();
 }
 
-llvm::Error RankRunner::reduceScatter(size_t at, int stage) {
-  Shard &sh = shards[stage];
-  const int n = replicas(), me = options.replica;
-  std::vector<float> flat;
-  for (const kernels::Parameter &param : modelOf(stage).parameters())
-    flat.insert(flat.end(), param.grad.begin(), param.grad.end());
-  Communicator &group = *options.replicaGroup;
-  std::vector<std::vector<float>> parts(n);
-  std::vector<Request> sends(n), receives(n);
-  for (int k = 0; k < n; ++k) {
-    if (k == me) {
-      parts[k].assign(flat.begin() + sh.begin(me),
-                      flat.begin() + sh.begin(me) + sh.size(me));
-      continue;
-    }
-    parts[k].resize(sh.size(me));
-    if (llvm::Error err = group.isend(k, flat.data() + sh.begin(k),
-                                      sh.size(k) * sizeof(float), sends[k]))
-      return fail(at, llvm::toString(std::move(err)));
-    if (llvm::Error err = group.irecv(k, parts[k].data(),
-                                      sh.size(me) * sizeof(float), receives[k]))
-      return fail(at, llvm::toString(std::move(err)));
-  }
-  for (int k = 0; k < n; ++k) {
-    const std::string what =
-        fmt::format("stage @{}'s gradient slices of step {} with replica {}",
-                    plan.stageNames[stage], currentStep, k);
-    if (llvm::Error err = await(at, receives[k], what))
-      return err;
-    if (llvm::Error err = await(at, sends[k], what))
-      return err;
-  }
-  std::vector<const float *> all;
-  for (const std::vector<float> &part : parts)
-    all.push_back(part.data());
-  sh.grad.resize(sh.size(me));
-  meanOverReplicas(all, sh.grad.size(), sh.grad.data());
-  release(stage);
-  return llvm::Error::success();
-}
-
 llvm::Error RankRunner::materialize(bool whole) {
   for (auto &[index, model] : models.all) {
     Shard &sh = shards[index];
@@ -1117,8 +1131,7 @@ llvm::Error RankRunner::materialize(bool whole) {
     std::vector<size_t> sizes = paramSizes(index);
     const std::string what =
         fmt::format("making stage @{} whole", plan.stageNames[index]);
-    using Part = std::vector<float> kernels::Parameter::*;
-    std::pair<std::vector<float> *, Part> parts[] = {
+    std::pair<std::vector<float> *, ParameterPart> parts[] = {
         {&sh.values, &kernels::Parameter::value},
         {&sh.grad, &kernels::Parameter::grad},
         {&sh.m, &kernels::Parameter::adamM},
@@ -1214,6 +1227,7 @@ llvm::Error RankRunner::receiveState(int from) {
 
 llvm::Error RankRunner::runStream() {
   computes = 0;
+  reductions.clear();
   for (size_t at = 0; at < ops.size(); ++at) {
     if (options.killAfter >= 0 && static_cast<int>(at) == options.killAfter)
       std::raise(SIGKILL);
@@ -1249,13 +1263,18 @@ llvm::Error RankRunner::runStream() {
       double end = now();
       result.busy += end - begin;
       result.actions.push_back({computes++, begin, end});
-      if (auto it = reduceAfter.find(at); it != reduceAfter.end())
-        for (int stage : it->second)
-          if (llvm::Error err = sharded() ? reduceScatter(at, stage)
-                                          : reduceGradients(at, stage))
-            return err;
       break;
     }
+    case sched::PlanOp::Kind::Reduce:
+      if (replicas() > 1)
+        if (llvm::Error err = postReduction(at, op.stage))
+          return err;
+      break;
+    case sched::PlanOp::Kind::ReduceWait:
+      if (replicas() > 1)
+        if (llvm::Error err = finishReduction(at, op.stage))
+          return err;
+      break;
     case sched::PlanOp::Kind::Send:
     case sched::PlanOp::Kind::Recv: {
       Request recv;

@@ -16,6 +16,7 @@
 #define STAGECRAFT_RUNTIME_EXECUTOR_H
 
 #include "runtime/Communicator.h"
+#include "runtime/DataParallel.h"
 
 #include "kernels/HelixModel.h"
 #include "kernels/Model.h"
@@ -220,11 +221,9 @@ struct RankResult {
   /// Training: steps rolled back (--overlap-steps) and steps skipped for a
   /// non-finite gradient.
   int rollbacks = 0, skippedSteps = 0;
-  /// Training with replicas that go on after a failure: each step run
-  /// again because replicas left during it, with how many trained it then.
-  std::vector<std::pair<int, int>> stepsRunAgain;
-  /// The same for the steps from which restarted replicas trained again.
-  std::vector<std::pair<int, int>> stepsJoined;
+  /// Training with replicas that go on after a failure, or that rejoin:
+  /// each change in which replicas train, in step order.
+  std::vector<MembershipChange> membershipChanges;
 };
 
 /// Training: per rank, the activation peak in bytes that \p plan's order

@@ -122,17 +122,24 @@ public:
     request.id = -1;
     if (done.erase(id))
       return llvm::Error::success();
+    if (auto it = failed.find(id); it != failed.end()) {
+      std::string message = std::move(it->second);
+      failed.erase(it);
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+    }
     std::deque<int> &queue = posted[pending.at(id).peer];
     while (!queue.empty()) {
       const int next = queue.front();
       queue.pop_front();
       Pending recv = pending[next];
       pending.erase(next);
-      if (llvm::Error err = receive(recv, monitor))
-        return err;
+      llvm::Error err = receive(recv, monitor);
       if (next == id)
-        return llvm::Error::success();
-      done.insert(next);
+        return err;
+      if (err) // its own wait reports it (the peer left, or a timeout)
+        failed[next] = llvm::toString(std::move(err));
+      else
+        done.insert(next);
     }
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "a receive that was never posted");
@@ -178,6 +185,8 @@ private:
   std::map<int, std::deque<int>> posted;
   /// Receives matched while waiting for a later one.
   std::set<int> done;
+  /// Receives completed early that failed, with why.
+  std::map<int, std::string> failed;
 };
 } // namespace
 

@@ -182,12 +182,9 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
         }
         if (llvm::Error err = whole())
           return err;
-        for (size_t i = 0; i < models.all.size(); ++i) {
-          std::vector<float> &flat = parts[i].emplace_back();
-          for (const kernels::Parameter &param :
-               models.all[i].second->parameters())
-            flat.insert(flat.end(), param.grad.begin(), param.grad.end());
-        }
+        for (size_t i = 0; i < models.all.size(); ++i)
+          parts[i].push_back(flatten(models.all[i].second->parameters(),
+                                     &kernels::Parameter::grad));
         if (lastStage)
           for (int mb = 0; mb < m; ++mb)
             replicaLosses[k] += lastStage->loss(mb) / m;
@@ -198,13 +195,12 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
           all.push_back(part.data());
         std::vector<float> mean(parts[i][0].size());
         meanOverReplicas(all, mean.size(), mean.data());
-        size_t offset = 0;
-        for (kernels::Parameter &param : models.all[i].second->parameters()) {
-          std::copy(mean.begin() + offset,
-                    mean.begin() + offset + param.grad.size(),
-                    param.grad.begin());
-          offset += param.grad.size();
-        }
+        std::vector<kernels::Parameter> &params =
+            models.all[i].second->parameters();
+        std::vector<size_t> sizes;
+        for (const kernels::Parameter &param : params)
+          sizes.push_back(param.grad.size());
+        scatterInto(params, mean, &kernels::Parameter::grad, sizes);
       }
       return llvm::Error::success();
     };
@@ -352,8 +348,7 @@ static llvm::Expected<RunReport> runLocalReplicas(const sched::Plan &plan,
   finish(report);
   report.wall = std::max(report.wall, wall);
   report.reportingReplica = first;
-  report.stepsRunAgain = report.ranks.front().stepsRunAgain;
-  report.stepsJoined = report.ranks.front().stepsJoined;
+  report.membershipChanges = report.ranks.front().membershipChanges;
   report.departures = std::move(departures);
   return report;
 }
@@ -790,24 +785,20 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
     if (t.replicas > 1) {
       // Replicas that left stop counting from the step run again, and
       // those that joined again count from theirs.
-      std::vector<std::pair<int, int>> changes = report.stepsRunAgain;
-      changes.insert(changes.end(), report.stepsJoined.begin(),
-                     report.stepsJoined.end());
-      std::sort(changes.begin(), changes.end());
-      changes.insert(changes.begin(), {-1, t.replicas});
       tokens = 0.0;
       for (int step = report.firstStep; step < report.firstStep + steps;
            ++step) {
         int replicas = t.replicas;
-        for (const auto &[from, count] : changes)
-          if (step >= from)
-            replicas = count;
+        for (const MembershipChange &change : report.membershipChanges)
+          if (step >= change.step)
+            replicas = change.replicas;
         tokens += perStep * replicas;
       }
       std::string changed;
-      for (size_t i = 1; i < changes.size(); ++i)
-        changed += fmt::format("{}{} from step {}", i > 1 ? ", " : " (",
-                               changes[i].second, changes[i].first);
+      for (const MembershipChange &change : report.membershipChanges)
+        changed +=
+            fmt::format("{}{} from step {}", changed.empty() ? " (" : ", ",
+                        change.replicas, change.step);
       shape = fmt::format("{} replicas{} x {}", t.replicas,
                           changed.empty() ? changed : changed + ")", shape);
     }

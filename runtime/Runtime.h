@@ -54,13 +54,11 @@ struct RunReport {
   /// Replicas (local): the replica whose ranks the report shows (the first
   /// that trained to the end), the replicas that left (their number and
   /// the failure), and the steps run again without them, with how many
-  /// replicas trained each then.
+  /// replicas trained each then, and the steps from which restarted
+  /// replicas trained again (--rejoin-at).
   int reportingReplica = 0;
   std::vector<std::pair<int, std::string>> departures;
-  std::vector<std::pair<int, int>> stepsRunAgain;
-  /// The steps from which restarted replicas trained again (--rejoin-at),
-  /// with how many replicas trained then.
-  std::vector<std::pair<int, int>> stepsJoined;
+  std::vector<MembershipChange> membershipChanges;
 };
 
 /// Runs all ranks as threads of this process.

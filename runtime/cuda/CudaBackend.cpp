@@ -502,8 +502,9 @@ struct RankRun {
         return fail("stopped: another rank failed");
       const sched::PlanOp &op = mine.ops[at];
 #ifdef STAGECRAFT_HAVE_NCCL
-      if (nccl && op.kind != sched::PlanOp::Kind::Compute &&
-          op.kind != sched::PlanOp::Kind::Free) {
+      if (nccl && (op.kind == sched::PlanOp::Kind::Send ||
+                   op.kind == sched::PlanOp::Kind::Recv ||
+                   op.kind == sched::PlanOp::Kind::Group)) {
         // A transfer, or a group's, through NCCL.
         std::vector<const sched::PlanOp *> transfers;
         if (op.kind == sched::PlanOp::Kind::Group)
@@ -567,6 +568,9 @@ struct RankRun {
         break;
       }
       case sched::PlanOp::Kind::Free:
+      // One replica (the cuda backend runs no others): nothing to reduce.
+      case sched::PlanOp::Kind::Reduce:
+      case sched::PlanOp::Kind::ReduceWait:
         break;
       }
       ++result.instructions;

@@ -66,7 +66,18 @@ struct SlotUse {
 };
 
 struct PlanOp {
-  enum class Kind : uint8_t { Compute, Send, Recv, Group, Free };
+  enum class Kind : uint8_t {
+    Compute,
+    Send,
+    Recv,
+    Group,
+    Free,
+    /// Data parallelism: posts the reduction of `stage`'s gradients over
+    /// its data-parallel group; the rank computes on while it runs.
+    Reduce,
+    /// Completes `stage`'s reduction: its gradients are the group's mean.
+    ReduceWait,
+  };
   Kind kind;
   /// Compute: the action, its cost, the slots it reads and writes.
   Action action{ActionKind::Forward, -1, -1};
@@ -82,6 +93,8 @@ struct PlanOp {
   /// Group: its sends and receives.
   std::vector<PlanOp> ops;
   /// Free: slot.
+  /// Reduce, ReduceWait: the stage.
+  int stage = -1;
 };
 
 struct PlanRank {
@@ -135,6 +148,12 @@ struct Plan {
   /// The simulated timeline, for side-by-side traces: per rank, per compute.
   std::vector<std::vector<double>> simulatedStart;
   std::vector<PlanRank> ranks;
+  /// The spec's data parallelism (`data_parallel(...)`): replicas of the
+  /// pipeline (1: none declared) and the sharding ("none", "full",
+  /// "hybrid"). With replicas, every rank's stream carries its stages'
+  /// reductions (placeReductions).
+  int dataParallel = 1;
+  std::string sharding = "none";
   /// Precomputed plans of the same pipeline for fewer ranks (verified when
   /// written; `stagecraft-translate --pipe-to-plan --fallbacks=K`): what
   /// `stagecraft-run --elastic` runs after a lost rank without compiling.
@@ -165,6 +184,22 @@ struct BufferStats {
 Plan buildPlan(const Problem &problem, const Program &program,
                llvm::StringRef scheduleName, int64_t unitBytes,
                BufferStats *stats = nullptr, int64_t minMessageBytes = 64);
+
+/// Places each stage's gradient reduction on its rank, replacing any there:
+/// a Reduce right after the stage's last gradient action (W, B, or the
+/// backward of an F&B), torch's rule for DDP, and its ReduceWait at the end
+/// of the rank's stream, in the order posted, so the rest of the step
+/// overlaps the collectives.
+void placeReductions(Plan &plan);
+/// The same on one rank's stream.
+void placeReductions(std::vector<PlanOp> &ops);
+/// Whether any rank's stream carries a reduction.
+bool hasReductions(const Plan &plan);
+/// A plan's reductions: none at all, or on every rank one Reduce for each
+/// stage that has a gradient action there, after its last, and one
+/// ReduceWait after that Reduce, for no other stage. Fails naming the rank,
+/// the stage and what is wrong.
+llvm::Error checkReductions(const Plan &plan);
 
 /// The plan as versioned JSON.
 std::string writePlan(const Plan &plan);

@@ -32,6 +32,10 @@ static const char *opName(PlanOp::Kind kind) {
     return "group";
   case PlanOp::Kind::Free:
     return "free";
+  case PlanOp::Kind::Reduce:
+    return "reduce";
+  case PlanOp::Kind::ReduceWait:
+    return "reduce-wait";
   }
   llvm_unreachable("unknown op");
 }
@@ -80,6 +84,10 @@ static void writeOp(json::OStream &j, const PlanOp &op) {
         for (const PlanOp &sub : op.ops)
           writeOp(j, sub);
       });
+      break;
+    case PlanOp::Kind::Reduce:
+    case PlanOp::Kind::ReduceWait:
+      j.attribute("stage", op.stage);
       break;
     }
   });
@@ -153,6 +161,11 @@ std::string stagecraft::pipe::sched::writePlan(const Plan &plan) {
       });
       j.attribute("reference_length", plan.referenceLength);
     }
+    if (plan.dataParallel > 1)
+      j.attributeObject("data_parallel", [&] {
+        j.attribute("degree", plan.dataParallel);
+        j.attribute("sharding", plan.sharding);
+      });
     if (!plan.microbatchOrder.empty())
       j.attributeArray("microbatch_order", [&] {
         for (int k : plan.microbatchOrder)
@@ -341,6 +354,17 @@ public:
           return fail(where, "\"transfer\" is a finite time >= 0 on a send");
         result.transfer = *t;
       }
+      return result;
+    }
+    if (*name == "reduce" || *name == "reduce-wait") {
+      if (inGroup)
+        return fail(where, "a group holds only send and recv");
+      result.kind =
+          *name == "reduce" ? PlanOp::Kind::Reduce : PlanOp::Kind::ReduceWait;
+      auto stage = integer("stage", 0, stages - 1);
+      if (!stage)
+        return stage.takeError();
+      result.stage = static_cast<int>(*stage);
       return result;
     }
     if (*name == "group") {
@@ -612,6 +636,19 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
     }
     plan.referenceLength = *reference;
   }
+  if (const json::Value *dp = root->get("data_parallel")) {
+    const json::Object *o = dp->getAsObject();
+    std::optional<int64_t> degree = o ? o->getInteger("degree") : std::nullopt;
+    std::optional<llvm::StringRef> sharding =
+        o ? o->getString("sharding") : std::nullopt;
+    if (!degree || *degree < 1 || !sharding ||
+        (*sharding != "none" && *sharding != "full" && *sharding != "hybrid"))
+      return reader.fail("data_parallel",
+                         "needs an integer \"degree\" >= 1 and a "
+                         "\"sharding\" of none, full or hybrid");
+    plan.dataParallel = static_cast<int>(*degree);
+    plan.sharding = sharding->str();
+  }
   if (const json::Value *order = root->get("microbatch_order")) {
     const json::Array *a = order->getAsArray();
     std::vector<bool> seen(plan.microbatches, false);
@@ -689,6 +726,8 @@ static llvm::Expected<Plan> readPlanObject(const json::Object *root) {
   }
   if (llvm::Error err = checkComputes(plan))
     return reader.fail("schedule", llvm::toString(std::move(err)));
+  if (llvm::Error err = checkReductions(plan))
+    return reader.fail("reductions", llvm::toString(std::move(err)));
   return plan;
 }
 

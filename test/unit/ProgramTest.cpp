@@ -14,6 +14,8 @@
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/ScheduleError.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <tuple>
 
@@ -336,3 +338,127 @@ TEST(PlanFile, DevicesAndLinksRoundTripAndAreChecked) {
 }
 
 } // namespace
+
+TEST(PlanReductions, EveryStageReducesRightAfterItsLastGradientOverAGrid) {
+  for (int p : {1, 2, 3, 4})
+    for (int m : {1, p, 2 * p + 1})
+      for (ScheduleKind kind :
+           {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+            ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1,
+            ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
+        Problem problem = uniformProblem(p, m, 2 * p, {1.0, 1.0, 1.0}, 0.1);
+        llvm::Expected<Schedule> s = generateSchedule(problem, {kind});
+        ASSERT_TRUE(!!s) << llvm::toString(s.takeError());
+        Plan plan =
+            buildPlan(problem, lowerCommunication(problem, *s), "s", 64);
+        Plan placed = plan;
+        placeReductions(placed);
+        placeReductions(placed); // placing again replaces, never doubles
+        const std::string where =
+            fmt::format("{} p={} m={}", scheduleKindName(kind).str(), p, m);
+        ASSERT_FALSE(checkReductions(placed)) << where;
+        for (int r = 0; r < p; ++r) {
+          const std::vector<PlanOp> &ops = placed.ranks[r].ops;
+          std::vector<PlanOp> rest;
+          std::map<int, int> reduces, waits;
+          for (size_t at = 0; at < ops.size(); ++at) {
+            const PlanOp &op = ops[at];
+            if (op.kind == PlanOp::Kind::ReduceWait) {
+              ++waits[op.stage];
+              // Waits close the stream: the step overlaps every reduction.
+              for (size_t later = at; later < ops.size(); ++later)
+                EXPECT_EQ(ops[later].kind, PlanOp::Kind::ReduceWait) << where;
+            }
+            if (op.kind != PlanOp::Kind::Reduce) {
+              if (op.kind != PlanOp::Kind::ReduceWait)
+                rest.push_back(op);
+              continue;
+            }
+            ++reduces[op.stage];
+            // Right after the stage's last gradient action: no later
+            // compute of the stage's gradient, and the action just before
+            // (past other reductions) completes one.
+            for (size_t later = at + 1; later < ops.size(); ++later)
+              if (ops[later].kind == PlanOp::Kind::Compute) {
+                const Action &a = ops[later].action;
+                const bool gradient = (a.kind == ActionKind::Backward ||
+                                       a.kind == ActionKind::BackwardWeight) &&
+                                      a.stage == op.stage;
+                EXPECT_FALSE(gradient ||
+                             (a.kind == ActionKind::ForwardBackward &&
+                              a.backwardStage == op.stage))
+                    << where << " rank " << r;
+              }
+            size_t before = at;
+            while (before > 0 && ops[before - 1].kind == PlanOp::Kind::Reduce)
+              --before;
+            ASSERT_GT(before, 0u) << where;
+            EXPECT_EQ(ops[before - 1].kind, PlanOp::Kind::Compute) << where;
+          }
+          // Every stage of the rank once, and nothing else moved.
+          for (int st = 0; st < 2 * p; ++st)
+            if (s->placement[st] == r) {
+              EXPECT_EQ(reduces[st], 1) << where << " stage " << st;
+              EXPECT_EQ(waits[st], 1) << where << " stage " << st;
+            }
+          ASSERT_EQ(rest.size(), plan.ranks[r].ops.size()) << where;
+          for (size_t k = 0; k < rest.size(); ++k)
+            EXPECT_EQ(rest[k].kind, plan.ranks[r].ops[k].kind) << where;
+        }
+        llvm::Expected<Plan> back = readPlan(writePlan(placed));
+        ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+        for (int r = 0; r < p; ++r) {
+          ASSERT_EQ(back->ranks[r].ops.size(), placed.ranks[r].ops.size());
+          for (size_t k = 0; k < placed.ranks[r].ops.size(); ++k) {
+            EXPECT_EQ(back->ranks[r].ops[k].kind, placed.ranks[r].ops[k].kind);
+            EXPECT_EQ(back->ranks[r].ops[k].stage,
+                      placed.ranks[r].ops[k].stage);
+          }
+        }
+      }
+}
+
+TEST(PlanReductions, MisplacedReductionsAreRefusedNamingRankAndStage) {
+  Problem problem = uniformProblem(2, 2, 2);
+  Plan plan = buildPlan(
+      problem,
+      lowerCommunication(problem,
+                         *generateSchedule(problem, {ScheduleKind::OneFOneB})),
+      "s", 64);
+  placeReductions(plan);
+  plan.dataParallel = 4;
+  llvm::Expected<Plan> back = readPlan(writePlan(plan));
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->dataParallel, 4);
+  EXPECT_EQ(back->sharding, "none");
+
+  // Rank 1's reduction moved to the front: before its stage's backwards.
+  Plan early = plan;
+  std::vector<PlanOp> &ops = early.ranks[1].ops;
+  auto reduce = std::find_if(ops.begin(), ops.end(), [](const PlanOp &op) {
+    return op.kind == PlanOp::Kind::Reduce;
+  });
+  PlanOp moved = *reduce;
+  ops.erase(reduce);
+  ops.insert(ops.begin(), moved);
+  EXPECT_NE(errorMessage(checkReductions(early))
+                .find("rank 1, stage @s1: reduced at instruction 0, before "
+                      "its last gradient action"),
+            std::string::npos)
+      << errorMessage(checkReductions(early));
+
+  // Rank 0 never waits for its reduction.
+  Plan unwaited = plan;
+  std::vector<PlanOp> &zero = unwaited.ranks[0].ops;
+  zero.erase(std::remove_if(zero.begin(), zero.end(),
+                            [](const PlanOp &op) {
+                              return op.kind == PlanOp::Kind::ReduceWait;
+                            }),
+             zero.end());
+  EXPECT_EQ(errorMessage(checkReductions(unwaited)),
+            "rank 0, stage @s0: its reduction is never waited for after it "
+            "is posted");
+  EXPECT_EQ(errorMessage(readPlan(writePlan(unwaited)).takeError()),
+            "invalid plan: reductions: rank 0, stage @s0: its reduction is "
+            "never waited for after it is posted");
+}

@@ -10,6 +10,8 @@
   edit-plan.py microbatches IN OUT  one microbatch more than the ops run
   edit-plan.py cost=X IN OUT   rank 0's first compute costs X
   edit-plan.py big-slot IN OUT  rank 0's first slot is 2^40 bytes
+  edit-plan.py early-reduce IN OUT  rank 0's first reduction moves to the
+                               front, before its stage's gradients
 """
 import json
 import sys
@@ -49,5 +51,8 @@ elif mode.startswith("cost="):
     op["cost"] = float(mode[len("cost="):])
 elif mode == "big-slot":
     plan["ranks"][0]["slots"][0] = 2 ** 40
+elif mode == "early-reduce":
+    at = next(i for i, o in enumerate(ops) if o["op"] == "reduce")
+    ops.insert(0, ops.pop(at))
 with open(dst, "w") as f:
     json.dump(plan, f)
