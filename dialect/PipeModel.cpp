@@ -568,6 +568,8 @@ stagecraft::pipe::layersFromPipeline(PipelineOp pipeline) {
         l.params = params.getValueAsDouble();
       if (FloatAttr output = op.getOutputAttr())
         l.output = output.getValueAsDouble();
+      if (FloatAttr gradient = op.getGradientAttr())
+        l.gradient = gradient.getValueAsDouble();
       layers.push_back(l);
     }
   return layers;
@@ -606,6 +608,14 @@ void stagecraft::pipe::replaceLayersWithStages(
     if (st.output > 0.0)
       state.addAttribute(StageOp::getOutputAttrName(state.name),
                          f64(st.output));
+    // Inside data parallelism: its layers' gradient bytes.
+    if (pipeline.hasDataParallel()) {
+      double gradient = 0.0;
+      for (int l = partition.first[s]; l < partition.first[s + 1]; ++l)
+        gradient += layers[l].gradient;
+      state.addAttribute(StageOp::getGradientAttrName(state.name),
+                         f64(gradient));
+    }
     state.addAttribute("layer_range",
                        builder.getDenseI64ArrayAttr(
                            {partition.first[s], partition.first[s + 1]}));

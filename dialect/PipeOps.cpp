@@ -713,13 +713,14 @@ ParseResult LayerOp::parse(OpAsmParser &parser, OperationState &result) {
                       b.getF64FloatAttr(*costs[2].second));
   std::pair<StringRef, std::optional<double>> memory[] = {
       {"activation", std::nullopt}, {"weight_grad", std::nullopt}};
-  // memory(...), params(X) and output(X), each at most once, in any order.
-  llvm::SmallVector<StringRef, 3> seen;
+  // memory(...), params(X), output(X) and gradient(X), each at most once,
+  // in any order.
+  llvm::SmallVector<StringRef, 4> seen;
   for (;;) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
-    if (failed(parser.parseOptionalKeyword(&keyword,
-                                           {"memory", "params", "output"})))
+    if (failed(parser.parseOptionalKeyword(
+            &keyword, {"memory", "params", "output", "gradient"})))
       break;
     if (llvm::is_contained(seen, keyword))
       return parser.emitError(loc) << keyword << "(...) appears twice";
@@ -734,7 +735,9 @@ ParseResult LayerOp::parse(OpAsmParser &parser, OperationState &result) {
         parser.parseRParen())
       return failure();
     result.addAttribute(keyword == "params" ? getParamsAttrName(result.name)
-                                            : getOutputAttrName(result.name),
+                        : keyword == "output"
+                            ? getOutputAttrName(result.name)
+                            : getGradientAttrName(result.name),
                         b.getF64FloatAttr(value));
   }
   double activation = memory[0].second.value_or(1.0);
@@ -758,12 +761,14 @@ void LayerOp::print(OpAsmPrinter &p) {
     p << " params(" << formatNumber(params.getValueAsDouble()) << ")";
   if (FloatAttr output = getOutputAttr())
     p << " output(" << formatNumber(output.getValueAsDouble()) << ")";
+  if (FloatAttr gradient = getGradientAttr())
+    p << " gradient(" << formatNumber(gradient.getValueAsDouble()) << ")";
   p.printOptionalAttrDict((*this)->getAttrs(),
                           {getSymNameAttrName(), getCountAttrName(),
                            getForwardAttrName(), getBackwardInputAttrName(),
                            getBackwardWeightAttrName(), getActivationAttrName(),
                            getWeightGradAttrName(), getParamsAttrName(),
-                           getOutputAttrName()});
+                           getOutputAttrName(), getGradientAttrName()});
 }
 
 //===----------------------------------------------------------------------===//

@@ -169,9 +169,10 @@ def Pipe_LayerOp : Pipe_Op<"layer", [Symbol, HasParent<"PipelineOp">]> {
     order. `count(N)` (default 1) repeats the layer N times. Costs and
     memory mean what they mean on a stage, per layer; `params(X)` is one
     layer's weight, gradient and optimizer memory; `output(X)` the size of
-    the activation it sends to the next layer. `--pipe-partition` cuts the
-    layers into stages; each layer is one transformer layer when training
-    with the reference model.
+    the activation it sends to the next layer; `gradient(X)` the bytes of
+    its gradient (needed inside `data_parallel(...)`: a stage's gradient is
+    its layers' sum). `--pipe-partition` cuts the layers into stages; each
+    layer is one transformer layer when training with the reference model.
 
     ```mlir
     pipe.layer @block count(30) cost(forward = 1.0, backward_input = 1.0, backward_weight = 0.8) memory(activation = 1.0) params(0.5) output(1.0)
@@ -186,7 +187,8 @@ def Pipe_LayerOp : Pipe_Op<"layer", [Symbol, HasParent<"PipelineOp">]> {
     F64Attr:$activation,
     F64Attr:$weight_grad,
     OptionalAttr<F64Attr>:$params,
-    OptionalAttr<F64Attr>:$output
+    OptionalAttr<F64Attr>:$output,
+    OptionalAttr<F64Attr>:$gradient
   );
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

@@ -250,9 +250,12 @@ LogicalResult PipelineOp::verifyRegions() {
                            << " ranks; the pipeline has " << getRanks();
   }
   if (firstLayer && getDpDegreeAttr())
-    return emitOpError()
-           << "data_parallel(...) on a pipeline of pipe.layer ops is not "
-              "supported yet: give its stages, each with gradient(X)";
+    for (LayerOp layer : getLayers())
+      if (!layer.getGradientAttr())
+        return layer.emitOpError()
+               << "needs gradient(X), the bytes of one layer's gradient: "
+                  "pipeline @"
+               << getSymName() << " has data_parallel(...)";
   if (firstLayer)
     return success(); // the stages' rules apply after --pipe-partition
   if (getDpDegreeAttr())
@@ -377,8 +380,10 @@ LogicalResult LayerOp::verify() {
                                   getBackwardWeight(), getActivation(),
                                   getWeightGrad())))
     return failure();
-  std::pair<StringRef, FloatAttr> optional[] = {{"params", getParamsAttr()},
-                                                {"output", getOutputAttr()}};
+  std::pair<StringRef, FloatAttr> optional[] = {
+      {"params", getParamsAttr()},
+      {"output", getOutputAttr()},
+      {"gradient", getGradientAttr()}};
   for (auto [what, attr] : optional)
     if (attr && (!std::isfinite(attr.getValueAsDouble()) ||
                  attr.getValueAsDouble() < 0.0))

@@ -29,8 +29,7 @@ static int gradientStage(const PlanOp &op) {
 }
 
 static bool isReduction(const PlanOp &op) {
-  return op.kind == PlanOp::Kind::Reduce ||
-         op.kind == PlanOp::Kind::ReduceWait;
+  return op.kind == PlanOp::Kind::Reduce || op.kind == PlanOp::Kind::ReduceWait;
 }
 
 void stagecraft::pipe::sched::placeReductions(Plan &plan) {
@@ -86,10 +85,10 @@ llvm::Error stagecraft::pipe::sched::checkReductions(const Plan &plan) {
   if (!hasReductions(plan))
     return llvm::Error::success();
   auto fail = [&](int rank, int stage, const std::string &what) {
-    std::string name = stage >= 0 && stage < static_cast<int>(
-                                                 plan.stageNames.size())
-                           ? "@" + plan.stageNames[stage]
-                           : fmt::format("{}", stage);
+    std::string name =
+        stage >= 0 && stage < static_cast<int>(plan.stageNames.size())
+            ? "@" + plan.stageNames[stage]
+            : fmt::format("{}", stage);
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         fmt::format("rank {}, stage {}: {}", rank, name, what));
@@ -103,8 +102,7 @@ llvm::Error stagecraft::pipe::sched::checkReductions(const Plan &plan) {
         last[stage] = at;
       if (!isReduction(op))
         continue;
-      if (op.stage < 0 ||
-          op.stage >= static_cast<int>(plan.stageNames.size()))
+      if (op.stage < 0 || op.stage >= static_cast<int>(plan.stageNames.size()))
         return fail(r, op.stage, "a reduction of a stage the plan lacks");
       std::map<int, size_t> &seen =
           op.kind == PlanOp::Kind::Reduce ? reduce : wait;
@@ -117,8 +115,9 @@ llvm::Error stagecraft::pipe::sched::checkReductions(const Plan &plan) {
     }
     for (auto [stage, at] : reduce)
       if (!last.count(stage))
-        return fail(r, stage, "reduced on a rank with none of its gradient "
-                              "actions");
+        return fail(r, stage,
+                    "reduced on a rank with none of its gradient "
+                    "actions");
     for (auto [stage, at] : last) {
       auto posted = reduce.find(stage);
       if (posted == reduce.end())
@@ -130,8 +129,9 @@ llvm::Error stagecraft::pipe::sched::checkReductions(const Plan &plan) {
                                 posted->second, at));
       auto done = wait.find(stage);
       if (done == wait.end() || done->second < posted->second)
-        return fail(r, stage, "its reduction is never waited for after it "
-                              "is posted");
+        return fail(r, stage,
+                    "its reduction is never waited for after it "
+                    "is posted");
     }
     for (auto [stage, at] : wait)
       if (!reduce.count(stage))

@@ -32,6 +32,9 @@ struct Layer {
   double params = 0.0;
   /// Size of the activation it sends to the next layer (0: not given).
   double output = 0.0;
+  /// Bytes of its gradient, reduced over the data-parallel group (0: not
+  /// given); a stage's is its layers' sum.
+  double gradient = 0.0;
 
   double work() const { return forward + backwardInput + backwardWeight; }
 };

@@ -81,9 +81,17 @@ pipe.pipeline @p ranks(2) microbatches(2) {
 
 // -----
 
-// expected-error @below {{data_parallel(...) on a pipeline of pipe.layer ops is not supported yet: give its stages, each with gradient(X)}}
 pipe.pipeline @p ranks(2) microbatches(2) data_parallel(degree = 2) {
-  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+  pipe.layer @l0 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) gradient(4.0)
+  // expected-error @below {{'pipe.layer' op needs gradient(X), the bytes of one layer's gradient: pipeline @p has data_parallel(...)}}
+  pipe.layer @l1 cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0)
+}
+
+// -----
+
+pipe.pipeline @p ranks(2) microbatches(2) data_parallel(degree = 2) {
+  // expected-error @below {{'pipe.layer' op gradient must be finite and non-negative, got -1.0}}
+  pipe.layer @l cost(forward = 1.0, backward_input = 1.0, backward_weight = 1.0) gradient(-1.0)
 }
 
 // -----
