@@ -135,15 +135,31 @@ std::vector<int> stagecraft::runtime::groupMembers(int rank, int ranks,
   return members;
 }
 
-void stagecraft::runtime::meanOverReplicas(llvm::ArrayRef<const float *> parts,
-                                           size_t count, float *out) {
-  const float n = static_cast<float>(parts.size());
+void stagecraft::runtime::sumInOrder(llvm::ArrayRef<const float *> parts,
+                                     size_t count, float *out) {
   for (size_t i = 0; i < count; ++i) {
     float sum = parts[0][i];
     for (size_t k = 1; k < parts.size(); ++k)
       sum += parts[k][i];
-    out[i] = sum / n;
+    out[i] = sum;
   }
+}
+
+void stagecraft::runtime::meanOverReplicas(llvm::ArrayRef<const float *> parts,
+                                           size_t count, float *out,
+                                           int group) {
+  const size_t n = parts.size();
+  const size_t g = group > 0 && static_cast<size_t>(group) < n ? group : n;
+  std::vector<std::vector<float>> sums(n / g, std::vector<float>(count));
+  std::vector<const float *> groups;
+  for (size_t k = 0; k < n / g; ++k) {
+    sumInOrder(parts.slice(k * g, g), count, sums[k].data());
+    groups.push_back(sums[k].data());
+  }
+  sumInOrder(groups, count, out);
+  const float replicas = static_cast<float>(n);
+  for (size_t i = 0; i < count; ++i)
+    out[i] /= replicas;
 }
 
 double stagecraft::runtime::meanOverReplicas(llvm::ArrayRef<double> parts) {

@@ -139,11 +139,16 @@ void scatterInto(std::vector<kernels::Parameter> &params,
                  llvm::ArrayRef<float> flat, ParameterPart part,
                  llvm::ArrayRef<size_t> sizes);
 
+/// \p parts (\p count floats each) summed in their order into \p out
+/// (which may be one of them).
+void sumInOrder(llvm::ArrayRef<const float *> parts, size_t count, float *out);
 /// The data-parallel mean: \p parts (one per replica, \p count floats
-/// each) summed in replica order, then divided by their number, into
-/// \p out (which may be one of them).
+/// each) summed in replica order within each group of \p group
+/// consecutive replicas, the groups' sums added in group order, then
+/// divided by the number of replicas, into \p out (which may be one of
+/// them). \p group 0 (or the number of parts): one group.
 void meanOverReplicas(llvm::ArrayRef<const float *> parts, size_t count,
-                      float *out);
+                      float *out, int group = 0);
 /// The same for one value per replica (the step's loss).
 double meanOverReplicas(llvm::ArrayRef<double> parts);
 

@@ -161,24 +161,33 @@ static Error checkDataParallel(const DriverOptions &o) {
   };
   if (o.dataParallel < 1)
     return refuse("expected a number of replicas, at least 1");
-  if (o.sharding != "none" && o.sharding != "full")
+  if (o.sharding != "none" && o.sharding != "full" && o.sharding != "hybrid")
     return createStringError(
         inconvertibleErrorCode(),
         "--sharding=" + o.sharding +
-            ": expected none (whole replicas) or full (each replica keeps a "
-            "slice of the weights and optimizer state)");
-  if (o.sharding == "full" && o.dataParallel == 1)
+            ": expected none (whole replicas), full (each replica keeps a "
+            "slice of the weights and optimizer state) or hybrid (the same "
+            "within groups of --shard-group replicas)");
+  if (o.sharding != "none" && o.dataParallel == 1)
     return createStringError(inconvertibleErrorCode(),
-                             "--sharding=full shards over replicas: give "
-                             "--data-parallel=N with N of at least 2");
-  if (o.sharding == "full" &&
-      (o.reference || o.clipGradNorm > 0.0 || !o.injectNonFinite.empty() ||
+                             "--sharding=" + o.sharding +
+                                 " shards over replicas: give "
+                                 "--data-parallel=N with N of at least 2");
+  if ((o.sharding == "hybrid") != (o.shardGroup != 0))
+    return createStringError(inconvertibleErrorCode(),
+                             "--shard-group=G goes with --sharding=hybrid, "
+                             "and --sharding=hybrid needs it");
+  if (o.sharding == "hybrid" &&
+      (o.shardGroup < 1 || o.dataParallel % o.shardGroup != 0))
+    return refuse(fmt::format("--shard-group={} must divide the replicas "
+                              "(groups of consecutive replicas)",
+                              o.shardGroup));
+  if (o.sharding != "none" &&
+      (o.clipGradNorm > 0.0 || !o.injectNonFinite.empty() ||
        !o.injectFailure.empty() || o.rejoinAt >= 0))
-    return refuse("--sharding=full runs without --reference, "
-                  "--clip-grad-norm, --inject-nonfinite, --inject-failure "
-                  "and --rejoin-at (not combined yet; the reference of "
-                  "sharded replicas is --reference --data-parallel=N, which "
-                  "they equal)");
+    return refuse("--sharding=" + o.sharding +
+                  " runs without --clip-grad-norm, --inject-nonfinite, "
+                  "--inject-failure and --rejoin-at (not combined yet)");
   if (o.dataParallel == 1)
     return Error::success();
   if (!o.train)
@@ -245,7 +254,10 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
     training.steps = o.steps;
     training.replicas = o.dataParallel;
     training.rejoinAt = o.rejoinAt;
-    training.sharded = o.sharding == "full";
+    // The sequential reference keeps whole replicas; with shard groups it
+    // sums in their order, as the sharded run does.
+    training.sharded = o.sharding != "none" && !o.reference;
+    training.shardGroup = o.sharding == "hybrid" ? o.shardGroup : 0;
     training.dumpGrads = o.dumpGrads;
     training.dumpWeights = o.dumpWeights;
     if (!o.injectFailure.empty()) {
@@ -604,13 +616,29 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
         "data parallel: {} replicas of {} ranks, each on {} microbatches; "
         "{}{}\n",
         o.dataParallel, plan->numRanks(), plan->microbatches,
-        training.sharded
-            ? "sharded: each replica keeps 1/N of every stage's weights and "
-              "AdamW moments, gathers the weights before the stage's first "
-              "action and reduce-scatters its gradients from its last on, "
-              "while the step goes on"
-            : "each stage's gradients averaged over the replicas from its "
-              "last weight gradient on, while the step goes on",
+        !training.sharded
+            ? std::string("each stage's gradients averaged over the "
+                          "replicas from its last weight gradient on, while "
+                          "the step goes on") +
+                  (training.shardGroup
+                       ? fmt::format(", summed within groups of {} "
+                                     "replicas, then across the groups",
+                                     training.shardGroup)
+                       : std::string())
+        : training.shardGroup
+            ? fmt::format(
+                  "hybrid: each replica keeps 1/{0} of every stage's "
+                  "weights and AdamW moments, shared with its group of {0} "
+                  "replicas, gathers the weights within the group before the "
+                  "stage's first action, reduce-scatters its gradients "
+                  "within the group from its last on and all-reduces its "
+                  "slice across the groups",
+                  training.shardGroup)
+            : std::string(
+                  "sharded: each replica keeps 1/N of every stage's weights "
+                  "and AdamW moments, gathers the weights before the "
+                  "stage's first action and reduce-scatters its gradients "
+                  "from its last on, while the step goes on"),
         o.reference ? std::string(" (replica after replica here)")
                     : fmt::format("; the tables above are replica {}'s",
                                   report->reportingReplica));

@@ -60,8 +60,10 @@ struct DriverOptions {
   int dataParallel = 1;
   /// --rejoin-at (TrainOptions::rejoinAt).
   int rejoinAt = -1;
-  /// --sharding: none or full (TrainOptions::sharded).
+  /// --sharding: none, full or hybrid (TrainOptions::sharded), and
+  /// --shard-group for hybrid (TrainOptions::shardGroup).
   std::string sharding = "none";
+  int shardGroup = 0;
   int hidden = 32;
   int heads = 4;
   int sequence = 16;

@@ -91,6 +91,27 @@ private:
                                                rank, replicaText(), at, what));
   }
   int replicas() const { return options.train ? options.train->replicas : 1; }
+  /// Sharded: the replicas per shard group, this replica's place in its
+  /// group, and the group's replicas (or, across the groups, the replicas
+  /// at this one's place in each).
+  int group() const {
+    return options.train && options.train->shardGroup > 0
+               ? options.train->shardGroup
+               : replicas();
+  }
+  int member() const { return options.replica % group(); }
+  std::vector<int> groupReplicas() const {
+    std::vector<int> all;
+    for (int j = 0; j < group(); ++j)
+      all.push_back(options.replica - member() + j);
+    return all;
+  }
+  std::vector<int> acrossGroups() const {
+    std::vector<int> all;
+    for (int k = member(); k < replicas(); k += group())
+      all.push_back(k);
+    return all;
+  }
   /// This rank's number among every replica's ranks (--inject-failure's).
   int jobRank() const { return options.replica * plan.numRanks() + rank; }
   /// The replicas that train the step running, in order, and this one's
@@ -176,22 +197,24 @@ private:
   };
   using Outgoing = llvm::function_ref<std::pair<const void *, size_t>(int)>;
   using Incoming = llvm::function_ref<std::pair<void *, size_t>(int)>;
-  /// Posts, with every replica training but this one, a send of \p out(k)
-  /// and a receive into \p in(k) (pointer and bytes).
-  llvm::Error postExchange(size_t at, Exchange &x, Outgoing out, Incoming in);
+  /// Posts, with every replica of \p peers (this one among them) but this
+  /// one, a send of \p out(k) and a receive into \p in(k) (pointer and
+  /// bytes).
+  llvm::Error postExchange(size_t at, Exchange &x, llvm::ArrayRef<int> peers,
+                           Outgoing out, Incoming in);
   /// Waits for \p x. Returns the replicas heard from, this one included, in
   /// order: one that left during the exchange is missing (the step runs
   /// again without it).
   llvm::Expected<std::vector<int>>
-  finishExchange(size_t at, Exchange &x,
+  finishExchange(size_t at, Exchange &x, llvm::ArrayRef<int> peers,
                  llvm::function_ref<std::string(int)> what);
   llvm::Expected<std::vector<int>>
-  exchange(size_t at, Outgoing out, Incoming in,
+  exchange(size_t at, llvm::ArrayRef<int> peers, Outgoing out, Incoming in,
            llvm::function_ref<std::string(int)> what) {
     Exchange x;
-    if (llvm::Error err = postExchange(at, x, out, in))
+    if (llvm::Error err = postExchange(at, x, peers, out, in))
       return std::move(err);
-    return finishExchange(at, x, what);
+    return finishExchange(at, x, peers, what);
   }
   /// A stage's gradient reduction between its Reduce and its ReduceWait:
   /// this replica's gradients (whole, flat) and every other's (whole, or
@@ -883,10 +906,11 @@ llvm::Expected<bool> RankRunner::receiveFrom(size_t at, int k, Request &request,
   return fail(at, fmt::format("{}: {}", what, message));
 }
 
-llvm::Error RankRunner::postExchange(size_t at, Exchange &x, Outgoing out,
+llvm::Error RankRunner::postExchange(size_t at, Exchange &x,
+                                     llvm::ArrayRef<int> peers, Outgoing out,
                                      Incoming in) {
   Communicator &group = *options.replicaGroup;
-  for (int k : training) {
+  for (int k : peers) {
     if (k == options.replica)
       continue;
     auto [data, bytes] = out(k);
@@ -900,10 +924,10 @@ llvm::Error RankRunner::postExchange(size_t at, Exchange &x, Outgoing out,
 }
 
 llvm::Expected<std::vector<int>>
-RankRunner::finishExchange(size_t at, Exchange &x,
+RankRunner::finishExchange(size_t at, Exchange &x, llvm::ArrayRef<int> peers,
                            llvm::function_ref<std::string(int)> what) {
   std::vector<int> heard;
-  for (int k : training) {
+  for (int k : peers) {
     if (k != options.replica) {
       llvm::Expected<bool> there = receiveFrom(at, k, x.receives[k], what(k));
       if (!there)
@@ -929,18 +953,20 @@ llvm::Error RankRunner::postReduction(size_t at, int stage) {
   Reduction &r = it->second;
   r.flat = flatten(modelOf(stage).parameters(), &kernels::Parameter::grad);
   const Shard *sh = sharded() ? &shards[stage] : nullptr;
-  const int me = options.replica;
-  // Sharded, each replica receives its own slice of every other's.
-  const size_t count = sh ? sh->size(me) : r.flat.size();
-  for (int k : training)
+  const int me = options.replica, base = me - member();
+  // Sharded, each replica receives its own slice of every other's in its
+  // shard group (a reduce-scatter); else every replica's whole gradients.
+  const size_t count = sh ? sh->size(member()) : r.flat.size();
+  std::vector<int> peers = sh ? groupReplicas() : training;
+  for (int k : peers)
     if (k != me)
       r.parts[k].resize(count);
   return postExchange(
-      at, r.exchange,
+      at, r.exchange, peers,
       [&](int k) {
-        return sh ? std::pair<const void *, size_t>(r.flat.data() +
-                                                        sh->begin(k),
-                                                    sh->size(k) * sizeof(float))
+        return sh ? std::pair<const void *, size_t>(
+                        r.flat.data() + sh->begin(k - base),
+                        sh->size(k - base) * sizeof(float))
                   : std::pair<const void *, size_t>(
                         r.flat.data(), r.flat.size() * sizeof(float));
       },
@@ -957,29 +983,63 @@ llvm::Error RankRunner::finishReduction(size_t at, int stage) {
                                 "was not posted this step",
                                 plan.stageNames[stage]));
   Reduction &r = it->second;
+  const Shard *sh = sharded() ? &shards[stage] : nullptr;
+  auto what = [&](int k) {
+    return fmt::format("stage @{}'s gradients of step {} with replica {}",
+                       plan.stageNames[stage], currentStep, k);
+  };
   llvm::Expected<std::vector<int>> heard =
-      finishExchange(at, r.exchange, [&](int k) {
-        return fmt::format("stage @{}'s gradients of step {} with replica {}",
-                           plan.stageNames[stage], currentStep, k);
-      });
+      finishExchange(at, r.exchange, sh ? groupReplicas() : training, what);
   if (!heard)
     return heard.takeError();
   const int me = options.replica;
-  const Shard *sh = sharded() ? &shards[stage] : nullptr;
-  const float *mine = r.flat.data() + (sh ? sh->begin(me) : 0);
-  const size_t count = sh ? sh->size(me) : r.flat.size();
+  const float *mine = r.flat.data() + (sh ? sh->begin(member()) : 0);
+  const size_t count = sh ? sh->size(member()) : r.flat.size();
   std::vector<const float *> all;
   for (int k : *heard)
     all.push_back(k == me ? mine : r.parts[k].data());
   std::vector<float> mean(count);
-  meanOverReplicas(all, count, mean.data());
-  if (sh) {
-    shards[stage].grad = std::move(mean);
-    release(stage);
-  } else {
+  if (!sh) {
+    meanOverReplicas(all, count, mean.data());
     scatterInto(modelOf(stage).parameters(), mean, &kernels::Parameter::grad,
                 paramSizes(stage));
+    reductions.erase(it);
+    return llvm::Error::success();
   }
+  // The group's sum of this slice, then (hybrid) every group's sum of it,
+  // added in group order: meanOverReplicas's order with shard groups.
+  std::vector<float> partial(count);
+  sumInOrder(all, count, partial.data());
+  std::vector<int> across = acrossGroups();
+  std::map<int, std::vector<float>> sums;
+  for (int k : across)
+    if (k != me)
+      sums[k].resize(count);
+  llvm::Expected<std::vector<int>> groups = exchange(
+      at, across,
+      [&](int) {
+        return std::pair<const void *, size_t>(partial.data(),
+                                               count * sizeof(float));
+      },
+      [&](int k) {
+        return std::pair<void *, size_t>(sums[k].data(), count * sizeof(float));
+      },
+      [&](int k) {
+        return fmt::format("stage @{}'s gradient sums of step {} with "
+                           "replica {}",
+                           plan.stageNames[stage], currentStep, k);
+      });
+  if (!groups)
+    return groups.takeError();
+  std::vector<const float *> bySum;
+  for (int k : *groups)
+    bySum.push_back(k == me ? partial.data() : sums[k].data());
+  sumInOrder(bySum, count, mean.data());
+  const float n = static_cast<float>(replicas());
+  for (float &x : mean)
+    x /= n;
+  shards[stage].grad = std::move(mean);
+  release(stage);
   reductions.erase(it);
   return llvm::Error::success();
 }
@@ -989,7 +1049,7 @@ llvm::Expected<double> RankRunner::reduceLoss(double mine) {
   for (int k : training)
     all[k] = mine;
   llvm::Expected<std::vector<int>> heard = exchange(
-      ops.size(),
+      ops.size(), training,
       [&](int) {
         return std::pair<const void *, size_t>(&mine, sizeof(double));
       },
@@ -1041,7 +1101,8 @@ llvm::Expected<bool> RankRunner::stepAgain(int step) {
 }
 
 void RankRunner::shardStages() {
-  const int n = replicas(), me = options.replica;
+  // Slices per shard group: member j of each group keeps slice j.
+  const int n = group(), me = member();
   for (auto &[index, model] : models.all) {
     Shard &sh = shards[index];
     size_t total = 0;
@@ -1083,17 +1144,18 @@ llvm::Expected<std::vector<float>>
 RankRunner::allGather(size_t at, int stage, const std::vector<float> &mine,
                       const std::string &what) {
   const Shard &sh = shards[stage];
+  const int base = options.replica - member();
   std::vector<float> flat(sh.bounds.back());
-  std::copy(mine.begin(), mine.end(), flat.begin() + sh.begin(options.replica));
+  std::copy(mine.begin(), mine.end(), flat.begin() + sh.begin(member()));
   llvm::Expected<std::vector<int>> heard = exchange(
-      at,
+      at, groupReplicas(),
       [&](int) {
         return std::pair<const void *, size_t>(mine.data(),
                                                mine.size() * sizeof(float));
       },
       [&](int k) {
-        return std::pair<void *, size_t>(flat.data() + sh.begin(k),
-                                         sh.size(k) * sizeof(float));
+        return std::pair<void *, size_t>(flat.data() + sh.begin(k - base),
+                                         sh.size(k - base) * sizeof(float));
       },
       [&](int k) { return fmt::format("{} with replica {}", what, k); });
   if (!heard)

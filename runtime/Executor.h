@@ -103,6 +103,13 @@ struct TrainOptions {
   /// the stage's first action of a step, reduce-scatters its gradients
   /// after its last and updates its own slice (FSDP / ZeRO-3).
   bool sharded = false;
+  /// --sharding=hybrid --shard-group=G: the replicas in groups of G
+  /// consecutive ones, each group sharded as above within itself, the
+  /// gradients reduce-scattered within the group and then all-reduced
+  /// across the groups (HSDP); 0: one group of every replica. The mean sums
+  /// within each group in replica order, then the groups' sums in group
+  /// order (meanOverReplicas), with or without sharding.
+  int shardGroup = 0;
   /// --rejoin-at (testing, local): the replica of the injected failure is
   /// restarted and trains again from this step (-1: it stays out).
   int rejoinAt = -1;

@@ -194,7 +194,7 @@ stagecraft::runtime::runReference(const sched::Plan &plan,
         for (const std::vector<float> &part : parts[i])
           all.push_back(part.data());
         std::vector<float> mean(parts[i][0].size());
-        meanOverReplicas(all, mean.size(), mean.data());
+        meanOverReplicas(all, mean.size(), mean.data(), train.shardGroup);
         std::vector<kernels::Parameter> &params =
             models.all[i].second->parameters();
         std::vector<size_t> sizes;

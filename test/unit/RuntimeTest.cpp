@@ -235,3 +235,21 @@ TEST(ReplicaSet, TheMeanSumsInReplicaOrder) {
   EXPECT_EQ(out[1], 2.0f);
   EXPECT_EQ(meanOverReplicas({1.0, 2.0, 6.0}), 3.0);
 }
+
+TEST(ReplicaSet, ShardGroupsSumWithinThenAcross) {
+  // Four replicas in groups of two: (a + b) + (c + d), not ((a + b) + c) + d.
+  const float a[] = {1e8f}, b[] = {1.0f}, c[] = {-1e8f}, d[] = {1.0f};
+  float grouped, whole;
+  meanOverReplicas({a, b, c, d}, 1, &grouped, /*group=*/2);
+  meanOverReplicas({a, b, c, d}, 1, &whole);
+  // In float, 1e8 + 1 is 1e8: the groups' sums are 1e8 and -1e8 + 1 = -1e8.
+  EXPECT_EQ(grouped, 0.0f);
+  // Replica order: ((1e8 + 1) - 1e8) + 1 = 1, over 4.
+  EXPECT_EQ(whole, 0.25f);
+  // One group of all, or groups of one, is replica order.
+  float one, each;
+  meanOverReplicas({a, b, c, d}, 1, &one, /*group=*/4);
+  meanOverReplicas({a, b, c, d}, 1, &each, /*group=*/1);
+  EXPECT_EQ(one, whole);
+  EXPECT_EQ(each, whole);
+}

@@ -182,7 +182,13 @@ static cl::opt<std::string> sharding(
              "(each replica keeps 1/N of every stage's weights and AdamW "
              "moments between steps, gathers the weights before the stage's "
              "first action and reduce-scatters its gradients after its "
-             "last: FSDP / ZeRO-3)"));
+             "last: FSDP / ZeRO-3) or hybrid (the same within groups of "
+             "--shard-group replicas, the gradients then all-reduced across "
+             "the groups: HSDP)"));
+static cl::opt<int> shardGroup(
+    "shard-group", cl::init(0), cl::cat(trainCategory),
+    cl::desc("with --sharding=hybrid: replicas per shard group (consecutive "
+             "replicas; divides --data-parallel)"));
 static cl::opt<int> rejoinAt(
     "rejoin-at", cl::init(-1), cl::cat(trainCategory),
     cl::desc("testing, with --data-parallel and --inject-failure on local: "
@@ -283,6 +289,7 @@ stagecraft::RunCommandLine stagecraft::parseRunCommandLine(int argc,
   o.dataParallel = dataParallel;
   o.rejoinAt = rejoinAt;
   o.sharding = sharding;
+  o.shardGroup = shardGroup;
   o.hidden = hidden;
   o.heads = heads;
   o.sequence = sequence;
