@@ -15,6 +15,7 @@
 #include "scheduler/search/Recompute.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -983,6 +984,9 @@ llvm::Error RankRunner::finishReduction(size_t at, int stage) {
                                 "was not posted this step",
                                 plan.stageNames[stage]));
   Reduction &r = it->second;
+  const double begin = now();
+  auto exposed = llvm::make_scope_exit(
+      [&] { result.dataParallelExposed += now() - begin; });
   const Shard *sh = sharded() ? &shards[stage] : nullptr;
   auto what = [&](int k) {
     return fmt::format("stage @{}'s gradients of step {} with replica {}",

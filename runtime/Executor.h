@@ -205,6 +205,11 @@ struct RankResult {
   double waiting = 0.0; // seconds blocked in communication
   size_t instructions = 0;
   double overhead = 0.0; // seconds neither computing nor waiting
+  /// Training with replicas: seconds in the rank's reduce-waits, completing
+  /// its stages' gradient reductions (and, hybrid, the all-reduce across
+  /// shard groups) after its last action: the data-parallel time the step
+  /// exposes on this rank.
+  double dataParallelExposed = 0.0;
   std::vector<MeasuredAction> actions;
   /// Training: per step, the mean loss over microbatches (0 on ranks that
   /// do not host the last stage).

@@ -479,11 +479,14 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine, int keepRanks) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   // Gather: fixed figures, then the measured actions.
-  constexpr int kFigures = 6;
-  double figures[kFigures] = {
-      mine.busy,     mine.wall,
-      mine.waiting,  static_cast<double>(mine.instructions),
-      mine.overhead, static_cast<double>(mine.activationPeak)};
+  constexpr int kFigures = 7;
+  double figures[kFigures] = {mine.busy,
+                              mine.wall,
+                              mine.waiting,
+                              static_cast<double>(mine.instructions),
+                              mine.overhead,
+                              static_cast<double>(mine.activationPeak),
+                              mine.dataParallelExposed};
   std::vector<double> all(kFigures * size);
   MPI_Gather(figures, kFigures, MPI_DOUBLE, all.data(), kFigures, MPI_DOUBLE, 0,
              MPI_COMM_WORLD);
@@ -527,6 +530,7 @@ RunReport stagecraft::runtime::gatherMpiReport(RankResult mine, int keepRanks) {
     rr.instructions = static_cast<size_t>(all[kFigures * r + 3]);
     rr.overhead = all[kFigures * r + 4];
     rr.activationPeak = static_cast<int64_t>(all[kFigures * r + 5]);
+    rr.dataParallelExposed = all[kFigures * r + 6];
     rr.firstStep = mine.firstStep; // the same checkpoint on every rank
     rr.resumeSeconds = mine.resumeSeconds;
     rr.stoppedAt = mine.stoppedAt; // every rank is told the same
@@ -669,6 +673,16 @@ std::string stagecraft::runtime::formatRunReport(const sched::Plan &plan,
           r.instructions ? r.overhead * 1e6 / r.instructions : 0.0);
       instructions += r.instructions;
       overhead += r.overhead;
+    }
+    if (train && options.exec.train->replicas > 1) {
+      std::string perRank;
+      for (const RankResult &r : report.ranks)
+        perRank +=
+            fmt::format("{}rank {} {:.3f} ms", perRank.empty() ? "" : ", ",
+                        r.rank, r.dataParallelExposed * 1e3 / steps);
+      out += fmt::format("exposed data-parallel time per step (in the "
+                         "reduce-waits after the rank's last action): {}\n",
+                         perRank);
     }
     // Where each rank's compute time went, by action kind.
     static const char *kKindNames[] = {"F", "I", "W", "B", "FB", "AF", "AB"};
