@@ -405,12 +405,8 @@ static LogicalResult toProblem(Operation *op, llvm::raw_ostream &os) {
     llvm::consumeError(std::move(invalid));
     return failure();
   }
-  if (pipeline.hasDataParallel())
-    pipeline.emitWarning()
-        << "data_parallel(...) and gradient(X) are not written to the "
-           "problem JSON (the pipeline alone is): in Python, pass them to "
-           "sc.plan_data_parallel";
-  sched::writeProblemJson(os, problem);
+  std::optional<sched::DataParallel> dp = dataParallelFromPipeline(pipeline);
+  sched::writeProblemJson(os, problem, dp ? &*dp : nullptr);
   os << "\n";
   return success();
 }

@@ -880,7 +880,7 @@ NB_MODULE(_core, m) {
          const std::string &sharding, int shardGroup, double latency,
          double bandwidth, double interLatency, double interBandwidth,
          double optimizerPerByte, std::optional<double> memoryLimit,
-         double timeLimit) {
+         double timeLimit, bool buckets) {
         Problem p = checkedProblem(problem);
         DataParallel dp;
         dp.degree = degree;
@@ -902,7 +902,7 @@ NB_MODULE(_core, m) {
         {
           nb::gil_scoped_release release;
           llvm::Expected<DataParallelPlan> found =
-              planDataParallel(p, dp, request);
+              planDataParallel(p, dp, request, nullptr, buckets);
           if (!found) {
             std::string message = llvm::toString(found.takeError());
             nb::gil_scoped_acquire acquire;
@@ -933,7 +933,7 @@ NB_MODULE(_core, m) {
       nb::arg("latency") = 0.0, nb::arg("bandwidth") = 1.0,
       nb::arg("inter_latency") = 0.0, nb::arg("inter_bandwidth") = 1.0,
       nb::arg("optimizer_per_byte") = 0.0, nb::arg("memory_limit") = nb::none(),
-      nb::arg("time_limit") = 2.0,
+      nb::arg("time_limit") = 2.0, nb::arg("buckets") = true,
       "The pipeline inside data parallelism (docs/data-parallel.md): "
       "`degree` replicas, each stage's gradient bytes, sharding none, full "
       "or hybrid (`shard_group` replicas a group), the data-parallel link "
@@ -941,7 +941,9 @@ NB_MODULE(_core, m) {
       "groups) and the optimizer's time per gradient byte. Chooses the "
       "schedule (every kind within the memory limit and auto's, each also "
       "with W after I), the reductions' placement and bucket size for the "
-      "shortest step. Returns {'step', 'exposed' (per rank), 'bound', "
+      "shortest step (buckets=False: whole-stage reductions only, as "
+      "torch's runtime runs them). Returns {'step', 'exposed' (per rank), "
+      "'bound', "
       "'shift', 'held_bytes', 'choice', 'placement', 'schedule'}.");
   m.def(
       "default_memory_limit",
@@ -1021,6 +1023,30 @@ NB_MODULE(_core, m) {
   m.def("problem_from_json", &problemFromJson, nb::arg("text"),
         "The Problem of the JSON `stagecraft-translate --pipe-to-problem` "
         "writes (stagecraft.load runs it on a .mlir spec), validated.");
+  m.def(
+      "data_parallel_from_json",
+      [](const std::string &text) -> std::optional<nb::dict> {
+        std::optional<DataParallel> dp;
+        take(readProblemJson(text, &dp));
+        if (!dp)
+          return std::nullopt;
+        nb::dict out;
+        out["degree"] = dp->degree;
+        out["grad_bytes"] = dp->gradBytes;
+        out["sharding"] = shardingName(dp->sharding).str();
+        out["shard_group"] = dp->shardGroup;
+        out["latency"] = dp->latency;
+        out["bandwidth"] = dp->bandwidth;
+        out["inter_latency"] = dp->interLatency;
+        out["inter_bandwidth"] = dp->interBandwidth;
+        out["optimizer_per_byte"] = dp->optimizerPerByte;
+        return out;
+      },
+      nb::arg("text"),
+      "The data parallelism around the pipeline of a problem JSON (a "
+      "spec's `data_parallel(...)` and `gradient(X)`), as keyword arguments "
+      "of plan_data_parallel (and stagecraft.torch.plan's data_parallel); "
+      "None when it has none.");
   m.def("from_csv", &fromCsv, nb::arg("problem"), nb::arg("text"),
         "A torch CSV schedule of the problem, verified (dependencies, "
         "deadlock, and with SEND_/RECV_ cells the matching of every "

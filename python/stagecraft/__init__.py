@@ -40,6 +40,7 @@ from ._core import (
     stages_from_partition,
     plan_data_parallel,
     problem_from_json,
+    data_parallel_from_json,
 )
 from ._core import schedule as _schedule
 from ._policy import search_policy
@@ -69,6 +70,20 @@ def load(path: str, pipeline: Optional[str] = None) -> Problem:
     Runs `stagecraft-translate --pipe-to-problem` (from STAGECRAFT_TRANSLATE,
     else PATH) and reads its JSON; the dialect's located diagnostics come back
     as the ScheduleError's message. `pipeline` picks one of several."""
+    return problem_from_json(_problem_json(path, pipeline))
+
+
+def load_data_parallel(path: str,
+                       pipeline: Optional[str] = None) -> Optional[dict]:
+    """The data parallelism around a `.mlir` spec's pipeline
+    (`data_parallel(...)` and each stage's `gradient(X)`), as keyword
+    arguments of `plan_data_parallel` (and `stagecraft.torch.plan`'s
+    `data_parallel`); None when the spec has none. As `load`."""
+    return data_parallel_from_json(_problem_json(path, pipeline))
+
+
+def _problem_json(path: str, pipeline: Optional[str]) -> str:
+    """What `stagecraft-translate --pipe-to-problem` writes for the spec."""
     command = [_translate_tool(), "--pipe-to-problem", os.fspath(path)]
     if pipeline is not None:
         command.append(f"--pipeline-name={pipeline}")
@@ -81,8 +96,8 @@ def load(path: str, pipeline: Optional[str] = None) -> Problem:
                             f"{command[0]} failed with exit {done.returncode}")
     if done.stderr.strip():
         # The dialect's warnings (what the JSON leaves out) reach the caller.
-        warnings.warn(done.stderr.strip(), stacklevel=2)
-    return problem_from_json(done.stdout)
+        warnings.warn(done.stderr.strip(), stacklevel=3)
+    return done.stdout
 
 
 
@@ -204,6 +219,7 @@ __all__ = [
     "from_csv",
     "kinds",
     "load",
+    "load_data_parallel",
     "load_plan",
     "partition_layers",
     "stages_from_partition",
@@ -211,6 +227,7 @@ __all__ = [
     "plan_from_json",
     "search_policy",
     "problem_from_json",
+    "data_parallel_from_json",
     "schedule",
     "to_mlir",
 ]

@@ -2,6 +2,7 @@
 library guarantees, CSV in both directions, specs through the dialect, and
 errors raised as ScheduleError (never a crash)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -176,14 +177,33 @@ def test_every_example_spec_loads_as_the_tools_read_it():
             with pytest.raises(sc.ScheduleError):
                 sc.load(path)
             continue
-        if "data_parallel(" in open(path).read():
-            # The pipeline alone is written; the load says so.
-            with pytest.warns(UserWarning, match="data_parallel"):
-                loaded = sc.load(path)
-        else:
-            loaded = sc.load(path)
-        assert loaded.to_json() + "\n" == written.stdout, name
+        loaded = sc.load(path)
+        whole = json.loads(written.stdout)
+        # The data parallelism around the pipeline comes apart from it.
+        dp = whole.pop("data_parallel", None)
+        assert json.loads(loaded.to_json()) == whole, name
         assert sc.problem_from_json(loaded.to_json()).to_json() == loaded.to_json()
+        assert (dp is None) == ("data_parallel(" not in open(path).read())
+        assert (sc.load_data_parallel(path) is None) == (dp is None), name
+
+
+def test_a_specs_data_parallelism_loads_for_plan_data_parallel():
+    path = os.path.join(EXAMPLES, "data-parallel.mlir")
+    dp = sc.load_data_parallel(path)
+    assert dp["degree"] == 32 and dp["sharding"] == "none"
+    assert dp["grad_bytes"][0] == 2.75e9 and len(dp["grad_bytes"]) == 8
+    assert dp["latency"] == 1e-5 and dp["bandwidth"] == 5e10
+    assert dp["optimizer_per_byte"] == 5e-12
+    found = sc.plan_data_parallel(sc.load(path), **dp, time_limit=0.5)
+    assert found["step"] >= found["bound"] > 0
+    assert sc.load_data_parallel(os.path.join(EXAMPLES, "demo.mlir")) is None
+    # A hand-edited file's bad data parallelism is named.
+    text = subprocess.run(
+        [shutil.which("stagecraft-translate") or "stagecraft-translate",
+         "--pipe-to-problem", path], capture_output=True, text=True).stdout
+    with pytest.raises(sc.ScheduleError, match="problem JSON: data_parallel: "
+                       "data-parallel degree 0 must be at least 1"):
+        sc.data_parallel_from_json(text.replace('"degree": 32', '"degree": 0'))
 
 
 def test_load_without_stagecraft_translate_names_both_ways(tmp_path, monkeypatch):

@@ -217,14 +217,16 @@ def test_every_kind_equals_the_unpipelined_model_and_torch(tmp_path, kind, world
 
 @pytest.mark.parametrize("mode,kind", [
     ("ddp", "1f1b"), ("ddp-stagecraft", "zb-v"), ("fsdp", "zb-h1"),
-    ("fsdp-stagecraft", "zb-v")])
+    ("fsdp-stagecraft", "dp-auto")])
 def test_a_pipeline_inside_data_parallelism_equals_the_data_parallel_model(
         tmp_path, mode, kind):
     # 2 replicas of a 2-rank pipeline, each stage in DDP or FSDP2 over its
     # data-parallel group: every rank's gradients are those of the
     # unpipelined model over both replicas' microbatches, so a reduction
     # missing (DDP under a split backward, as torch leaves it) fails here.
-    # "-stagecraft": torch's runtime runs Stagecraft's gradient cells.
+    # "-stagecraft": torch's runtime runs Stagecraft's gradient cells;
+    # "dp-auto": the plan chosen with its reductions (sct.plan's
+    # data_parallel), each stage's reduced whole after its last gradient.
     results = launch(tmp_path, mode, kind, 4, n_mb=4)
     for r, res in enumerate(results):
         assert res["grad_err"] <= 1e-5, (r, res)
@@ -236,6 +238,9 @@ def test_a_pipeline_inside_data_parallelism_equals_the_data_parallel_model(
                                     "WAIT_REDUCE_GRAD"], res
         elif mode == "ddp-stagecraft":
             assert res["cells"] == ["REDUCE_GRAD", "WAIT_REDUCE_GRAD"], res
+        if kind == "dp-auto":
+            assert res["kind"] == "data-parallel", res
+            assert res["choice"].endswith("; torch"), res
     assert sum(res["losses"] for res in results) == 2 * 4
 
 
@@ -251,6 +256,31 @@ def test_full_recomputation_runs_under_checkpoint_and_stays_equal(tmp_path,
         # Every stage of the rank runs under torch.utils.checkpoint.
         assert res["checkpointed"] == sorted(res["checkpointed"]) and \
             len(res["checkpointed"]) >= 1, res
+
+
+def test_plan_inside_data_parallelism_places_whole_reductions():
+    # A reduction that costs a stage's work: the plan minimizes the step
+    # with it and places each stage's whole (torch's REDUCE_GRAD); the
+    # search's own properties are the scheduler's unit tests
+    # (DataParallel.WholeReductionsOnlyWhenBucketsAreOff).
+    problem = sc.Problem(ranks=2, microbatches=4,
+                         stages=[sc.Stage() for _ in range(4)])
+    dp = dict(degree=4, grad_bytes=[2.0] * 4, latency=0.01)
+    plan = sct.plan(problem, data_parallel=dp, time_limit=0.5)
+    assert plan.kind == "data-parallel" and plan.choice.endswith("; torch")
+    whole = sc.plan_data_parallel(problem, **dp, time_limit=0.5,
+                                  buckets=False)
+    assert whole["placement"] == "torch"
+    for bad, message in [
+            (dict(degree=4), "data_parallel needs grad_bytes"),
+            (dict(degree=4, grad_bytes=[1.0] * 4, buckets=True),
+             "unknown key(s) buckets"),
+            ([4], "data_parallel must be a dict")]:
+        with pytest.raises(sc.ScheduleError, match=re.escape(message)):
+            sct.plan(problem, data_parallel=bad)
+    with pytest.raises(sc.ScheduleError, match="a fixed kind places them by "
+                                               "torch's rule"):
+        sct.plan(problem, kind="1f1b", data_parallel=dp)
 
 
 def test_a_per_microbatch_mix_is_refused_for_torch():

@@ -465,7 +465,9 @@ def data_parallel(kind, rank, world, n_mb, wrap, lowering="torch"):
     microbatches (averaged: the pipeline over its microbatches, the data
     parallelism over its replicas), and each replica's losses its own
     microbatches'. `lowering`: sct.schedule's (torch's rule places the
-    reductions; "stagecraft": Stagecraft's CSV cells)."""
+    reductions; "stagecraft": Stagecraft's CSV cells). KIND "dp-auto":
+    sct.plan(data_parallel=...) chooses the schedule with its reductions
+    (each stage's gradient bytes reduced over the replicas)."""
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage
     from torch.nn.parallel import DistributedDataParallel
@@ -481,7 +483,13 @@ def data_parallel(kind, rank, world, n_mb, wrap, lowering="torch"):
     num_stages = stages_for(kind, pp)
     problem = sc.Problem(ranks=pp, microbatches=n_mb,
                          stages=[sc.Stage() for _ in range(num_stages)])
-    plan = sct.plan(problem, kind=kind, time_limit=1.0, group=pp_group)
+    if kind == "dp-auto":
+        plan = sct.plan(problem, time_limit=1.0, group=pp_group,
+                        data_parallel=dict(
+                            degree=replicas, grad_bytes=[2.0] * num_stages,
+                            sharding="full" if wrap == "fsdp" else "none"))
+    else:
+        plan = sct.plan(problem, kind=kind, time_limit=1.0, group=pp_group)
     mine = sct.stage_indices(plan, group=pp_group)
     mods = {i: StageModule(i, num_stages) for i in mine}
     wrapped = {}
@@ -508,7 +516,8 @@ def data_parallel(kind, rank, world, n_mb, wrap, lowering="torch"):
             for p in mod.parameters():
                 p.grad = p.grad.full_tensor()
     mine_ref = ref_losses[replica * n_mb:(replica + 1) * n_mb]
-    return {"placement": plan.placement, "grad_err": max_rel_err(mods, grads),
+    return {"placement": plan.placement, "kind": plan.kind,
+            "choice": plan.choice, "grad_err": max_rel_err(mods, grads),
             "loss_err": max((abs(a - b) / abs(b) for a, b in
                              zip(losses, mine_ref)), default=0.0),
             "losses": len(losses), "replica": replica,

@@ -20,7 +20,8 @@ namespace json = llvm::json;
 static constexpr int kVersion = 1;
 
 void stagecraft::pipe::sched::writeProblemJson(llvm::raw_ostream &os,
-                                               const Problem &p) {
+                                               const Problem &p,
+                                               const DataParallel *dp) {
   json::OStream j(os, 1);
   auto optional = [&](const char *key, const std::optional<double> &v) {
     if (v)
@@ -100,6 +101,21 @@ void stagecraft::pipe::sched::writeProblemJson(llvm::raw_ostream &os,
     });
     j.attribute("reference_length", p.referenceLength);
     ints("microbatch_order", p.microbatchOrder);
+    if (dp)
+      j.attributeObject("data_parallel", [&] {
+        j.attribute("degree", dp->degree);
+        j.attribute("sharding", shardingName(dp->sharding));
+        j.attribute("shard_group", dp->shardGroup);
+        j.attribute("latency", dp->latency);
+        j.attribute("bandwidth", dp->bandwidth);
+        j.attribute("inter_latency", dp->interLatency);
+        j.attribute("inter_bandwidth", dp->interBandwidth);
+        j.attribute("optimizer", dp->optimizerPerByte);
+        j.attributeArray("gradient", [&] {
+          for (double b : dp->gradBytes)
+            j.value(b);
+        });
+      });
   });
 }
 
@@ -187,6 +203,19 @@ public:
       err = error(key, "not an object");
     return nullptr;
   }
+  void numbers(llvm::StringRef key, std::vector<double> &out,
+               llvm::Error &err) {
+    if (const json::Array *a = array(key, err))
+      for (const json::Value &v : *a) {
+        std::optional<double> d = v.getAsNumber();
+        if (!d) {
+          if (!err)
+            err = error(key, "holds a value that is not a number");
+          return;
+        }
+        out.push_back(*d);
+      }
+  }
   void integers(llvm::StringRef key, std::vector<int> &out, llvm::Error &err) {
     if (const json::Array *a = array(key, err))
       for (const json::Value &v : *a) {
@@ -215,7 +244,8 @@ private:
 } // namespace
 
 llvm::Expected<Problem>
-stagecraft::pipe::sched::readProblemJson(llvm::StringRef text) {
+stagecraft::pipe::sched::readProblemJson(llvm::StringRef text,
+                                         std::optional<DataParallel> *dpOut) {
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return llvm::createStringError(
@@ -323,22 +353,44 @@ stagecraft::pipe::sched::readProblemJson(llvm::StringRef text) {
     g.finish(err);
     p.links = links;
   }
-  if (const json::Array *lengths = f.array("lengths", err))
-    for (const json::Value &v : *lengths) {
-      std::optional<double> d = v.getAsNumber();
-      if (!d) {
-        if (!err)
-          err = f.error("lengths", "holds a value that is not a number");
-        break;
-      }
-      p.lengths.push_back(*d);
-    }
+  f.numbers("lengths", p.lengths, err);
   f.number("reference_length", p.referenceLength, err);
   f.integers("microbatch_order", p.microbatchOrder, err);
+  std::optional<DataParallel> dp;
+  if (const json::Object *o = f.child("data_parallel", err, false)) {
+    DataParallel d;
+    Fields g(*o, "data_parallel");
+    std::string sharding;
+    g.integer("degree", d.degree, err);
+    g.string("sharding", sharding, err);
+    g.integer("shard_group", d.shardGroup, err);
+    g.number("latency", d.latency, err);
+    g.number("bandwidth", d.bandwidth, err);
+    g.number("inter_latency", d.interLatency, err);
+    g.number("inter_bandwidth", d.interBandwidth, err);
+    g.number("optimizer", d.optimizerPerByte, err);
+    g.numbers("gradient", d.gradBytes, err);
+    g.finish(err);
+    if (!err) {
+      llvm::Expected<DataParallel::Sharding> mode = parseSharding(sharding);
+      if (mode)
+        d.sharding = *mode;
+      else
+        err = g.error("sharding", llvm::toString(mode.takeError()));
+    }
+    dp = std::move(d);
+  }
   f.finish(err);
   if (err)
     return std::move(err);
   if (llvm::Error invalid = validateProblem(p))
     return std::move(invalid);
+  if (dp)
+    if (llvm::Error invalid = validateDataParallel(p, *dp))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "problem JSON: data_parallel: " +
+                                         llvm::toString(std::move(invalid)));
+  if (dpOut)
+    *dpOut = std::move(dp);
   return p;
 }

@@ -12,6 +12,7 @@
 #ifndef STAGECRAFT_SCHEDULER_FORMATS_PROBLEMJSON_H
 #define STAGECRAFT_SCHEDULER_FORMATS_PROBLEMJSON_H
 
+#include "scheduler/model/DataParallel.h"
 #include "scheduler/model/Problem.h"
 
 #include "llvm/Support/Error.h"
@@ -19,13 +20,18 @@
 
 namespace stagecraft::pipe::sched {
 
-/// Writes \p problem as one JSON object.
-void writeProblemJson(llvm::raw_ostream &os, const Problem &problem);
+/// Writes \p problem as one JSON object, with \p dp (the data parallelism
+/// around it) under "data_parallel" when given.
+void writeProblemJson(llvm::raw_ostream &os, const Problem &problem,
+                      const DataParallel *dp = nullptr);
 
 /// Reads what writeProblemJson wrote; an unknown key, a missing one or a
 /// value of the wrong type is an error naming it. The result is validated
-/// (validateProblem).
-llvm::Expected<Problem> readProblemJson(llvm::StringRef text);
+/// (validateProblem, and validateDataParallel for its data parallelism,
+/// which goes to \p dp when given: nullopt when the file has none).
+llvm::Expected<Problem>
+readProblemJson(llvm::StringRef text,
+                std::optional<DataParallel> *dp = nullptr);
 
 } // namespace stagecraft::pipe::sched
 

@@ -68,7 +68,11 @@ double updatedShare(const DataParallel &dp) {
   return 1.0;
 }
 
-llvm::Error check(const Problem &problem, const DataParallel &dp) {
+} // namespace
+
+llvm::Error
+stagecraft::pipe::sched::validateDataParallel(const Problem &problem,
+                                              const DataParallel &dp) {
   if (dp.degree < 1)
     return fail(
         fmt::format("data-parallel degree {} must be at least 1", dp.degree));
@@ -98,8 +102,6 @@ llvm::Error check(const Problem &problem, const DataParallel &dp) {
                               x));
   return llvm::Error::success();
 }
-
-} // namespace
 
 llvm::StringRef
 stagecraft::pipe::sched::shardingName(DataParallel::Sharding sharding) {
@@ -149,7 +151,7 @@ llvm::Expected<DataParallelTimeline>
 stagecraft::pipe::sched::simulateDataParallel(
     const Problem &problem, const Schedule &schedule, const Timeline &timeline,
     const DataParallel &dp, const DataParallelOptions &options) {
-  if (llvm::Error e = check(problem, dp))
+  if (llvm::Error e = validateDataParallel(problem, dp))
     return std::move(e);
   if (!std::isfinite(options.bucketBytes))
     return fail("bucket bytes must be finite");
@@ -263,7 +265,7 @@ double stagecraft::pipe::sched::dataParallelLowerBound(const Problem &problem,
                                                        const Schedule &schedule,
                                                        double computeBound,
                                                        const DataParallel &dp) {
-  if (llvm::Error e = check(problem, dp)) {
+  if (llvm::Error e = validateDataParallel(problem, dp)) {
     llvm::consumeError(std::move(e));
     return computeBound;
   }

@@ -49,6 +49,13 @@ struct DataParallel {
   double optimizerPerByte = 0.0;
 };
 
+/// Fails naming what is wrong with \p dp around \p problem: a degree
+/// below 1, a shard group that does not divide it (hybrid), gradient bytes
+/// not one per stage or not finite and >= 0, a bandwidth not finite and
+/// positive, a latency or optimizer time not finite and >= 0.
+llvm::Error validateDataParallel(const Problem &problem,
+                                 const DataParallel &dp);
+
 /// "none", "full", "hybrid".
 llvm::StringRef shardingName(DataParallel::Sharding sharding);
 llvm::Expected<DataParallel::Sharding> parseSharding(llvm::StringRef name);

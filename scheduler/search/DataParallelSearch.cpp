@@ -70,7 +70,7 @@ Schedule stagecraft::pipe::sched::weightsAfterInputs(const Schedule &schedule) {
 
 llvm::Expected<DataParallelPlan> stagecraft::pipe::sched::planDataParallel(
     const Problem &problem, const DataParallel &dp, const KindRequest &request,
-    std::vector<DataParallelPlan> *tried) {
+    std::vector<DataParallelPlan> *tried, bool buckets) {
   double limit = request.memoryLimit;
   if (limit <= 0.0) {
     llvm::Expected<std::vector<double>> peaks = oneFOneBPeakMemory(problem);
@@ -111,14 +111,16 @@ llvm::Expected<DataParallelPlan> stagecraft::pipe::sched::planDataParallel(
           {schedules[i].name + ", W after I", moved, schedules[i].order});
   }
   std::vector<DataParallelOptions> placements = {
-      {ReducePlacement::AfterLastBackward, 0.0},
-      {ReducePlacement::Bucketed, kMegatronBucketBytes}};
+      {ReducePlacement::AfterLastBackward, 0.0}};
   double largest = 0.0;
   for (double b : dp.gradBytes)
     largest = std::max(largest, b);
-  for (int parts : {2, 4, 8, 16})
-    if (largest > 0.0)
-      placements.push_back({ReducePlacement::Bucketed, largest / parts});
+  if (buckets) {
+    placements.push_back({ReducePlacement::Bucketed, kMegatronBucketBytes});
+    for (int parts : {2, 4, 8, 16})
+      if (largest > 0.0)
+        placements.push_back({ReducePlacement::Bucketed, largest / parts});
+  }
   std::optional<DataParallelPlan> best;
   std::optional<llvm::Error> firstError;
   for (const auto &[name, schedule, order] : schedules) {

@@ -56,12 +56,12 @@ Schedule weightsAfterInputs(const Schedule &schedule);
 /// schedule (\p request with kind auto), each as it is and with its W
 /// after its I, each with its reductions after the last backward and
 /// bucketed at the stage's gradient / 2, 4, 8, 16 and at Megatron's
-/// default. Every plan tried goes to \p tried when given. Fails when no
-/// candidate fits.
-llvm::Expected<DataParallelPlan>
-planDataParallel(const Problem &problem, const DataParallel &dp,
-                 const KindRequest &request,
-                 std::vector<DataParallelPlan> *tried = nullptr);
+/// default (\p buckets false: after the last backward only, a whole
+/// stage's reduction, as torch's runtime reduces). Every plan tried goes to
+/// \p tried when given. Fails when no candidate fits.
+llvm::Expected<DataParallelPlan> planDataParallel(
+    const Problem &problem, const DataParallel &dp, const KindRequest &request,
+    std::vector<DataParallelPlan> *tried = nullptr, bool buckets = true);
 
 } // namespace stagecraft::pipe::sched
 

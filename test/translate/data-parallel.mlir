@@ -3,6 +3,7 @@
 // RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 --pipe-insert-comm | stagecraft-translate --pipe-to-csv | FileCheck %s --check-prefix=CSV
 // RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 | stagecraft-translate --pipe-to-csv 2>/dev/null | FileCheck %s --check-prefix=COMPUTE
 // RUN: stagecraft-opt %s --pipe-schedule=kind=zb-h1 | stagecraft-translate --pipe-to-csv 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: stagecraft-translate --pipe-to-problem %s | FileCheck %s --check-prefix=PROBLEM
 // RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1]))['traceEvents']; [print(e['name'], e['tid'], int(e['ts']), int(e['dur'])) for e in d if e['ph'] == 'X' and e['cat'] in ('gather', 'reduce', 'optimizer', 'forward')]; [print(e['tid'], e['args']['name']) for e in d if e['name'] == 'thread_name']" %t.json | FileCheck %s --check-prefix=TRACE
 
 // Tests the summary and the Chrome trace inside fully sharded data
@@ -26,6 +27,21 @@
 // SUMMARY-NEXT: rank   collectives       exposed   optimizer    held bytes  ops
 // SUMMARY-NEXT:    0             2             2           0             5  1 gathers, 1 reductions
 // SUMMARY-NEXT:    1             2             1           0             5  1 gathers, 1 reductions
+
+// The problem JSON carries the data parallelism with the pipeline.
+// PROBLEM: "data_parallel": {
+// PROBLEM-NEXT: "degree": 2,
+// PROBLEM-NEXT: "sharding": "full",
+// PROBLEM-NEXT: "shard_group": 1,
+// PROBLEM-NEXT: "latency": 0,
+// PROBLEM-NEXT: "bandwidth": 1,
+// PROBLEM-NEXT: "inter_latency": 0,
+// PROBLEM-NEXT: "inter_bandwidth": 1,
+// PROBLEM-NEXT: "optimizer": 0,
+// PROBLEM-NEXT: "gradient": [
+// PROBLEM-NEXT: 2,
+// PROBLEM-NEXT: 2
+// PROBLEM-NEXT: ]
 
 // The compute is drawn 1 (1000 us) late; the collectives on a track per rank.
 // TRACE: 0F0 0 1000 1000

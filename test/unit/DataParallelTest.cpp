@@ -219,6 +219,42 @@ TEST(DataParallel, PlanNeverSlowerThanAKindUnderEitherRule) {
       }
 }
 
+TEST(DataParallel, WholeReductionsOnlyWhenBucketsAreOff) {
+  // Whole-stage reductions (torch's runtime): every plan tried places them
+  // after the last backward, and the best is never slower than a kind
+  // within the memory limit under that rule.
+  for (int p : {2, 4})
+    for (int m : {p, 4 * p}) {
+      Problem problem = uniformProblem(p, m, p, {1.0, 1.0, 1.0}, 0.02);
+      DataParallel dp = ddp(problem, 8, 60.0);
+      KindRequest request;
+      request.timeLimit = 0.2;
+      std::vector<DataParallelPlan> tried;
+      DataParallelPlan whole = llvm::cantFail(
+          planDataParallel(problem, dp, request, &tried, /*buckets=*/false));
+      ASSERT_FALSE(tried.empty());
+      for (const DataParallelPlan &plan : tried)
+        EXPECT_EQ(plan.options.placement, ReducePlacement::AfterLastBackward)
+            << plan.placement;
+      EXPECT_EQ(whole.placement, "torch");
+      const std::vector<double> peaks =
+          llvm::cantFail(oneFOneBPeakMemory(problem));
+      const double limit = *std::max_element(peaks.begin(), peaks.end());
+      for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
+        DataParallelPlan rule = llvm::cantFail(evaluateDataParallel(
+            problem, llvm::cantFail(generateSchedule(problem, {kind})), dp,
+            {ReducePlacement::AfterLastBackward, 0.0},
+            scheduleKindName(kind).str()));
+        if (*std::max_element(rule.timeline.peakMemory.begin(),
+                              rule.timeline.peakMemory.end()) >
+            limit * (1 + 1e-9))
+          continue;
+        EXPECT_LE(whole.dp.step, rule.dp.step + 1e-9)
+            << "p=" << p << " m=" << m << " " << rule.schedule;
+      }
+    }
+}
+
 TEST(DataParallel, TheBoundHoldsForEveryPlanTriedOverCostsAndBytes) {
   // Lopsided costs, heavy ends, one microbatch to more than 2p, uneven
   // gradient bytes, every sharding: every schedule auto's data-parallel

@@ -159,3 +159,65 @@ TEST(ProblemJson, RefusesWhatItDoesNotKnow) {
   refused("[1, 2]", "not an object");
   refused("{", "problem JSON:");
 }
+
+// The data parallelism around the pipeline travels with it: every field
+// round-trips, a file without it reads as none, and a bad one is refused
+// naming what is wrong.
+TEST(ProblemJson, DataParallelRoundTripsAndIsValidated) {
+  std::mt19937 rng(11);
+  Problem p = randomProblem(rng, 2, 4, 4);
+  DataParallel dp;
+  dp.degree = 8;
+  dp.sharding = DataParallel::Sharding::Hybrid;
+  dp.shardGroup = 4;
+  dp.latency = 1e-5;
+  dp.bandwidth = 5e10;
+  dp.interLatency = 2e-5;
+  dp.interBandwidth = 1.25e10;
+  dp.optimizerPerByte = 5e-12;
+  dp.gradBytes = {2.75e9, 1.7e9, 1.7e9, 2.75e9};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  writeProblemJson(os, p, &dp);
+  std::optional<DataParallel> back;
+  llvm::Expected<Problem> read = readProblemJson(text, &back);
+  ASSERT_TRUE(bool(read)) << llvm::toString(read.takeError());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->degree, 8);
+  EXPECT_EQ(back->sharding, DataParallel::Sharding::Hybrid);
+  EXPECT_EQ(back->shardGroup, 4);
+  EXPECT_EQ(back->latency, dp.latency);
+  EXPECT_EQ(back->bandwidth, dp.bandwidth);
+  EXPECT_EQ(back->interLatency, dp.interLatency);
+  EXPECT_EQ(back->interBandwidth, dp.interBandwidth);
+  EXPECT_EQ(back->optimizerPerByte, dp.optimizerPerByte);
+  EXPECT_EQ(back->gradBytes, dp.gradBytes);
+  EXPECT_EQ(toJson(*read), toJson(p));
+
+  std::optional<DataParallel> none = dp;
+  ASSERT_TRUE(bool(readProblemJson(toJson(p), &none)));
+  EXPECT_FALSE(none.has_value());
+
+  auto refused = [&](const std::string &from, const std::string &to,
+                     const std::string &expected) {
+    std::string t = text;
+    size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    llvm::Expected<Problem> bad = readProblemJson(t);
+    ASSERT_FALSE(bool(bad)) << t;
+    std::string message = llvm::toString(bad.takeError());
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  };
+  refused("\"shard_group\": 4", "\"shard_group\": 3",
+          "problem JSON: data_parallel: hybrid sharding: a shard group of 3 "
+          "does not divide the data-parallel degree 8");
+  refused("\"sharding\": \"hybrid\"", "\"sharding\": \"zero2\"",
+          "problem JSON: data_parallel key \"sharding\": sharding 'zero2' is "
+          "not one of none, full, hybrid");
+  refused("\"degree\": 8", "\"degree\": 8, \"colour\": 1",
+          "problem JSON: data_parallel key \"colour\": unknown");
+  refused("2750000000,", "",
+          "data parallelism gives gradient bytes for 3 stages; the pipeline "
+          "has 4");
+}

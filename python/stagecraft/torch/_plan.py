@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch.distributed.pipelining import schedules as _ts
 
 from .. import (Problem, Schedule, ScheduleError, default_memory_limit,
-                from_csv, plan_from_json)
+                from_csv, plan_data_parallel, plan_from_json)
 from .. import kinds as _all_kinds
 from .. import schedule as _schedule
 from ._check import _single_stage_order, check
@@ -56,7 +56,8 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
          time_limit: float = 10.0, chunks: int = 0, group=None,
          recompute: str | None = None,
          objective: str = "makespan", policy=None,
-         params: dict | None = None) -> Schedule:
+         params: dict | None = None,
+         data_parallel: dict | None = None) -> Schedule:
     """Stagecraft's schedule of `problem` for torch (every kind in `KINDS`
     and the searches in `SEARCHES`).
 
@@ -87,6 +88,17 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     instead of a kind, with `params` (its parameter values by name): the
     plan's kind is "policy", its choice the policy's name and values.
 
+    `data_parallel` (kind auto only): the pipeline runs inside data
+    parallelism, each stage wrapped in DDP or FSDP2 over its data-parallel
+    group; a dict of `stagecraft.plan_data_parallel`'s arguments (`degree`,
+    `grad_bytes`, and optionally `sharding`, `shard_group`, `latency`,
+    `bandwidth`, `inter_latency`, `inter_bandwidth`, `optimizer_per_byte`).
+    The plan is the schedule with the shortest step *including* the
+    reductions it leaves exposed, each stage's reduction whole after its
+    last gradient action (torch's runtime reduces a stage whole: its
+    REDUCE_GRAD); its kind is "data-parallel" and its choice names the
+    schedule and the placement ("...; torch").
+
     Local by default: `group=None` plans in this process alone. `auto`
     searches under a time limit, so two ranks planning alone may find
     different plans; `schedule` refuses to run plans that differ between
@@ -99,6 +111,8 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     """
     if policy is None:
         _check_kind(kind)
+    if data_parallel is not None:
+        _check_data_parallel(data_parallel, kind, policy, chunks, recompute)
     if objective != "makespan":
         raise ScheduleError(
             f"objective={objective!r}: torch's runtime steps the optimizer "
@@ -114,6 +128,10 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
     def local():
         if policy is not None:
             return _schedule(problem, policy=policy, params=params)
+        if data_parallel is not None:
+            return plan_data_parallel(
+                problem, **data_parallel, memory_limit=memory_limit,
+                time_limit=time_limit, buckets=False)["schedule"]
         found = _schedule(problem, kind=kind, memory_limit=memory_limit,
                           time_limit=time_limit, chunks=chunks,
                           recompute=recompute)
@@ -135,6 +153,37 @@ def plan(problem: Problem, kind: str = "auto", memory_limit: float | None = None
         except ScheduleError as e:
             error = str(e)
     return _broadcast(found, error, _global_rank(group, 0), group)
+
+
+#: What `plan(data_parallel=...)` passes on to `plan_data_parallel`.
+DATA_PARALLEL_KEYS = ("degree", "grad_bytes", "sharding", "shard_group",
+                      "latency", "bandwidth", "inter_latency",
+                      "inter_bandwidth", "optimizer_per_byte")
+
+
+def _check_data_parallel(data_parallel, kind, policy, chunks,
+                         recompute) -> None:
+    """Raises ScheduleError naming what `plan(data_parallel=...)` cannot
+    take."""
+    if not isinstance(data_parallel, dict):
+        raise ScheduleError(
+            "data_parallel must be a dict of plan_data_parallel's arguments "
+            f"({', '.join(DATA_PARALLEL_KEYS)}), not "
+            f"{type(data_parallel).__name__}")
+    unknown = sorted(set(data_parallel) - set(DATA_PARALLEL_KEYS))
+    if unknown:
+        raise ScheduleError(
+            f"data_parallel: unknown key(s) {', '.join(unknown)}; expected "
+            f"{', '.join(DATA_PARALLEL_KEYS)}")
+    missing = [k for k in ("degree", "grad_bytes") if k not in data_parallel]
+    if missing:
+        raise ScheduleError(f"data_parallel needs {' and '.join(missing)}")
+    if policy is not None or kind != "auto" or chunks or \
+            recompute not in (None, "none"):
+        raise ScheduleError(
+            "data_parallel chooses the schedule with its reductions (kind "
+            "auto, without a policy, chunks or recomputation); a fixed kind "
+            "places them by torch's rule: plan it without data_parallel")
 
 
 def _broadcast(found: Schedule | None, error: str | None, src: int,
