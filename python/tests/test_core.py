@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -781,7 +782,7 @@ def test_partition_layers_cuts_the_chain_and_its_stages_sum_the_layers():
             sc.stages_from_partition(layers, bad)
 
 
-def test_load_warns_that_data_parallelism_stays_in_the_spec(tmp_path):
+def test_load_brings_the_specs_data_parallelism_without_a_warning(tmp_path):
     spec = tmp_path / "dp.mlir"
     spec.write_text(
         "pipe.pipeline @dp ranks(2) microbatches(2) "
@@ -789,7 +790,13 @@ def test_load_warns_that_data_parallelism_stays_in_the_spec(tmp_path):
         "  pipe.stage @s0 cost(forward = 1.0, backward_input = 1.0, "
         "backward_weight = 1.0) gradient(2.0)\n"
         "  pipe.stage @s1 cost(forward = 1.0, backward_input = 1.0, "
-        "backward_weight = 1.0) gradient(2.0)\n}\n")
-    with pytest.warns(UserWarning, match="sc.plan_data_parallel"):
+        "backward_weight = 1.0) gradient(3.0)\n}\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         problem = sc.load(str(spec))
+        dp = sc.load_data_parallel(str(spec))
     assert problem.ranks == 2 and len(problem.stages) == 2
+    assert dp == {"degree": 2, "grad_bytes": [2.0, 3.0], "sharding": "none",
+                  "shard_group": 1, "latency": 0.0, "bandwidth": 1.0,
+                  "inter_latency": 0.0, "inter_bandwidth": 1.0,
+                  "optimizer_per_byte": 0.0}
