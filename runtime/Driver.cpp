@@ -642,6 +642,12 @@ int stagecraft::runtime::runDriver(const DriverOptions &o,
         o.reference ? std::string(" (replica after replica here)")
                     : fmt::format("; the tables above are replica {}'s",
                                   report->reportingReplica));
+  // The spec's degree is the job's shape; a run here may take fewer.
+  if (o.train && plan->dataParallel > 1 && o.dataParallel != plan->dataParallel)
+    outs() << fmt::format(
+        "note: the plan was written for {} replicas (data_parallel, sharding "
+        "{}); this run trains {} (--data-parallel={})\n",
+        plan->dataParallel, plan->sharding, o.dataParallel, o.dataParallel);
   if (o.train && !o.dumpGrads.empty()) {
     std::error_code ec;
     raw_fd_ostream os(o.dumpGrads + "/losses.txt", ec);
