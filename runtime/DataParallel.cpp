@@ -150,13 +150,17 @@ void stagecraft::runtime::meanOverReplicas(llvm::ArrayRef<const float *> parts,
                                            int group) {
   const size_t n = parts.size();
   const size_t g = group > 0 && static_cast<size_t>(group) < n ? group : n;
-  std::vector<std::vector<float>> sums(n / g, std::vector<float>(count));
-  std::vector<const float *> groups;
-  for (size_t k = 0; k < n / g; ++k) {
-    sumInOrder(parts.slice(k * g, g), count, sums[k].data());
-    groups.push_back(sums[k].data());
+  if (g == n) {
+    sumInOrder(parts, count, out);
+  } else {
+    std::vector<std::vector<float>> sums(n / g, std::vector<float>(count));
+    std::vector<const float *> groups;
+    for (size_t k = 0; k < n / g; ++k) {
+      sumInOrder(parts.slice(k * g, g), count, sums[k].data());
+      groups.push_back(sums[k].data());
+    }
+    sumInOrder(groups, count, out);
   }
-  sumInOrder(groups, count, out);
   const float replicas = static_cast<float>(n);
   for (size_t i = 0; i < count; ++i)
     out[i] /= replicas;

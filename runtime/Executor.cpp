@@ -656,9 +656,7 @@ private:
                  const ExecOptions &options,
                  std::vector<sched::PlanOp> &placed) {
     if (!options.train || options.train->replicas <= 1 ||
-        std::any_of(ops.begin(), ops.end(), [](const sched::PlanOp &op) {
-          return op.kind == sched::PlanOp::Kind::Reduce;
-        }))
+        sched::hasReductions(ops))
       return ops;
     placed = ops;
     sched::placeReductions(placed);

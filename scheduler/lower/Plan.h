@@ -193,6 +193,8 @@ Plan buildPlan(const Problem &problem, const Program &program,
 void placeReductions(Plan &plan);
 /// The same on one rank's stream.
 void placeReductions(std::vector<PlanOp> &ops);
+/// Whether one rank's stream carries a reduction.
+bool hasReductions(llvm::ArrayRef<PlanOp> stream);
 /// Whether any rank's stream carries a reduction.
 bool hasReductions(const Plan &plan);
 /// A plan's reductions: none at all, or on every rank one Reduce for each

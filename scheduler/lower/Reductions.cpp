@@ -38,47 +38,46 @@ void stagecraft::pipe::sched::placeReductions(Plan &plan) {
 }
 
 void stagecraft::pipe::sched::placeReductions(std::vector<PlanOp> &stream) {
-  {
-    std::vector<PlanOp> ops;
-    std::map<int, size_t> last; // stage -> index in ops of its last gradient
-    for (PlanOp &op : stream) {
-      if (isReduction(op))
-        continue;
-      if (int stage = gradientStage(op); stage >= 0)
-        last[stage] = ops.size();
-      ops.push_back(std::move(op));
-    }
-    std::map<size_t, std::vector<int>> after;
-    for (auto [stage, at] : last)
-      after[at].push_back(stage);
-    stream.clear();
-    for (size_t at = 0; at < ops.size(); ++at) {
-      stream.push_back(std::move(ops[at]));
-      for (int stage : after[at]) {
-        PlanOp reduce;
-        reduce.kind = PlanOp::Kind::Reduce;
-        reduce.stage = stage;
-        stream.push_back(reduce);
-      }
-    }
-    // Waited for in the order posted (receives from a peer match in that
-    // order).
-    for (auto &[at, stages] : after)
-      for (int stage : stages) {
-        PlanOp wait;
-        wait.kind = PlanOp::Kind::ReduceWait;
-        wait.stage = stage;
-        stream.push_back(wait);
-      }
+  std::vector<PlanOp> ops;
+  std::map<int, size_t> last; // stage -> index in ops of its last gradient
+  for (PlanOp &op : stream) {
+    if (isReduction(op))
+      continue;
+    if (int stage = gradientStage(op); stage >= 0)
+      last[stage] = ops.size();
+    ops.push_back(std::move(op));
   }
+  std::map<size_t, std::vector<int>> after;
+  for (auto [stage, at] : last)
+    after[at].push_back(stage);
+  stream.clear();
+  for (size_t at = 0; at < ops.size(); ++at) {
+    stream.push_back(std::move(ops[at]));
+    for (int stage : after[at]) {
+      PlanOp reduce;
+      reduce.kind = PlanOp::Kind::Reduce;
+      reduce.stage = stage;
+      stream.push_back(reduce);
+    }
+  }
+  // Waited for in the order posted (receives from a peer match in that
+  // order).
+  for (auto &[at, stages] : after)
+    for (int stage : stages) {
+      PlanOp wait;
+      wait.kind = PlanOp::Kind::ReduceWait;
+      wait.stage = stage;
+      stream.push_back(wait);
+    }
+}
+
+bool stagecraft::pipe::sched::hasReductions(llvm::ArrayRef<PlanOp> stream) {
+  return llvm::any_of(stream, isReduction);
 }
 
 bool stagecraft::pipe::sched::hasReductions(const Plan &plan) {
-  for (const PlanRank &rank : plan.ranks)
-    for (const PlanOp &op : rank.ops)
-      if (isReduction(op))
-        return true;
-  return false;
+  return llvm::any_of(
+      plan.ranks, [](const PlanRank &rank) { return hasReductions(rank.ops); });
 }
 
 llvm::Error stagecraft::pipe::sched::checkReductions(const Plan &plan) {
