@@ -211,15 +211,26 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
   if (policy.name.empty())
     return fail("line 1: a policy starts with 'policy NAME'");
   const bool phases = policy.warmup || !policy.steady.empty();
-  if (phases && !policy.rules.empty())
-    return fail(fmt::format(
-        "policy {}: phases (warmup, steady) and rules together are not "
-        "supported yet; write one or the other",
-        policy.name));
   if (phases && (!policy.warmup || policy.steady.empty()))
     return fail(fmt::format("policy {}: phases need both 'warmup' and "
                             "'steady'",
                             policy.name));
+  // Together, the phases order the kinds of their pattern (and F) and the
+  // rules the kinds it leaves out.
+  if (phases)
+    for (const Policy::Rule &rule : policy.rules)
+      if (rule.kind == ActionKind::Forward ||
+          llvm::is_contained(policy.steady, rule.kind))
+        return fail(fmt::format(
+            "line {}: 'rule {}': the phases order {} (warmup, steady '{}'); "
+            "beside phases, rules order only the kinds the pattern leaves "
+            "out",
+            rule.line, actionLetter(rule.kind), actionLetter(rule.kind),
+            llvm::join(llvm::map_range(policy.steady,
+                                       [](ActionKind k) {
+                                         return std::string(1, actionLetter(k));
+                                       }),
+                       " ")));
   if (!phases && policy.rules.empty())
     return fail(fmt::format("policy {}: no order: give 'warmup' and "
                             "'steady', or 'rule' lines",
@@ -463,9 +474,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
           progress |= emit(k);
       }
       // What the pattern could not place (a pattern without B, I or W).
+      // Beside rules, the W the pattern leaves out are the rules' to place.
       while (b < bSeq[r].size() && emit(backward)) {
       }
-      while (!pendingW.empty())
+      while (policy.rules.empty() && !pendingW.empty())
         emit(ActionKind::BackwardWeight);
       if (f < fSeq[r].size() || b < bSeq[r].size())
         return failAt(fmt::format(
@@ -479,9 +491,19 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                        " "),
             warm, fSeq[r].size() - f, bSeq[r].size() - b));
     }
-  } else {
-    // Rules: list scheduling on the problem's costs.
+  }
+  if (!policy.rules.empty()) {
+    // Rules: list scheduling on the problem's costs. Beside phases, a rank
+    // starts the next action of its phases order when it is ready (and the
+    // cap admits a forward), and otherwise the first ready action a rule
+    // allows: rules fill the waits of the static order.
+    std::vector<std::vector<Action>> backbone;
+    if (policy.warmup) {
+      backbone = std::move(schedule.ranks);
+      schedule.ranks.assign(p, {});
+    }
     struct RankState {
+      size_t next = 0; // in the rank's phases order
       size_t f = 0, b = 0;
       std::deque<Action> pendingW;
       double freeAt = 0.0;
@@ -580,7 +602,16 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
           cap = *c;
         }
         std::optional<Action> chosen;
+        if (!backbone.empty() && st.next < backbone[r].size()) {
+          const Action &a = backbone[r][st.next];
+          std::optional<double> ready = readyAt(a, nullptr);
+          if (ready && *ready <= now + 1e-12 &&
+              !(a.kind == ActionKind::Forward && cap && st.inFlight >= *cap))
+            chosen = a;
+        }
         for (const Policy::Rule &rule : policy.rules) {
+          if (chosen)
+            break;
           std::optional<Action> a = head(r, rule.kind);
           if (!a)
             continue;
@@ -607,6 +638,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         if (!chosen)
           continue;
         const Action a = *chosen;
+        if (!backbone.empty() && a.kind != ActionKind::BackwardWeight)
+          ++st.next;
         schedule.ranks[r].push_back(a);
         const double end = now + cost(a);
         slot(a.kind, a.stage, a.microbatch) = end;
@@ -640,8 +673,23 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         std::vector<std::string> lines;
         for (int r = 0; r < p; ++r) {
           std::vector<std::string> why;
+          if (!backbone.empty() && state[r].next < backbone[r].size()) {
+            const Action &a = backbone[r][state[r].next];
+            std::string waits;
+            if (!readyAt(a, &waits))
+              why.push_back(fmt::format("{} (next in its phases order) "
+                                        "waits for {}",
+                                        shortName(a), waits));
+            else
+              why.push_back(fmt::format(
+                  "{} (next in its phases order) is ready but the cap "
+                  "holds it (in_flight {}, cap {})",
+                  shortName(a), state[r].inFlight, cap.value_or(0)));
+          }
           for (ActionKind k :
                {ActionKind::Forward, backward, ActionKind::BackwardWeight}) {
+            if (!backbone.empty() && k != ActionKind::BackwardWeight)
+              continue;
             std::optional<Action> a = head(r, k);
             if (!a)
               continue;

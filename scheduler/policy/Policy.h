@@ -31,7 +31,11 @@
 // action it would start), forwards_issued, backwards_done and in_flight
 // (this rank's counters: forwards started, backwards (B or I) started,
 // forwards whose activations are not yet freed by a B or W). Phases give a
-// static order; rules list-schedule on the problem's costs.
+// static order; rules list-schedule on the problem's costs. Together, the
+// phases order F and the kinds of their pattern and the rules the kinds it
+// leaves out (W after `steady F I`): a rank starts its order's next action
+// once it is ready and the cap admits it, and otherwise fills the wait with
+// what a rule allows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,7 +88,7 @@ struct Policy {
 /// Parses a policy's text. Fails naming the line and column of what is
 /// wrong: an unknown statement, name or action kind, a malformed
 /// expression, an empty parameter range, a policy with neither phases nor
-/// rules, or both.
+/// rules, or a rule beside phases for a kind the phases order.
 llvm::Expected<Policy> parsePolicy(llvm::StringRef text);
 
 /// Parameter values by name; a parameter not given takes its default.

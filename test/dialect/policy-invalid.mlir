@@ -55,10 +55,12 @@ pipe.policy @p {
 
 // -----
 
-// Tests that phases and rules are not combined.
-// expected-error @below {{phases (warmup, steady) and rules together are not supported yet}}
+// Tests that beside phases, a rule orders only a kind the pattern leaves
+// out.
 pipe.policy @p {
   "warmup 1"
-  "steady F B"
-  "rule F"
+  "steady F I"
+  "rule W"
+  // expected-error @below {{'rule I': the phases order I (warmup, steady 'F I'); beside phases, rules order only the kinds the pattern leaves out}}
+  "rule I"
 }

@@ -10,7 +10,9 @@
 
 #include "scheduler/policy/Policy.h"
 #include "scheduler/kinds/Kinds.h"
+#include "scheduler/kinds/ListScheduler.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Library.h"
 
 #include "TestUtil.h"
 
@@ -148,9 +150,17 @@ rule F when in_flight < 2 * ranks - rank
 rule W
 cap 2 * ranks
 )";
+  // Phases beside a rule: 1F1B's F and I order, W filling its waits.
+  const char *zbPhases = R"(policy zb-phases
+warmup ranks - rank - 1
+steady F I
+rule W
+cap ranks * chunks
+)";
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(0.3, 2.0);
-  for (const char *text : {kOneFOneB, kGPipe, kInterleaved, kRules1F1B, zbLike})
+  for (const char *text :
+       {kOneFOneB, kGPipe, kInterleaved, kRules1F1B, zbLike, zbPhases})
     for (int p = 2; p <= 6; ++p)
       for (int m : {1, p, 2 * p + 1})
         for (int v : {1, 2, 3}) {
@@ -267,6 +277,19 @@ TEST(Policy, BadInputIsALocatedError) {
   EXPECT_EQ(errorOf(instantiatePolicy(param, problem, {{"j", 1}})),
             "policy p at ranks=2 microbatches=4 stages=2: no parameter 'j'");
   EXPECT_TRUE(bool(instantiatePolicy(param, problem, {{"k", 4}})));
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady F I\nrule F\n")),
+            "line 4: 'rule F': the phases order F (warmup, steady 'F I'); "
+            "beside phases, rules order only the kinds the pattern leaves "
+            "out");
+  // Phases beside rules: a cap the static order cannot meet (a third
+  // forward before any I) names the order's next action on each rank.
+  Policy stuck = parsed("policy stuck\nwarmup 2\nsteady F I\nrule W\n"
+                        "cap 2\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(stuck, problem)),
+            "policy stuck at ranks=2 microbatches=4 stages=2: no rank can "
+            "start an action while 20 remain: rank 0: 0F2 (next in its "
+            "phases order) is ready but the cap holds it (in_flight 2, cap "
+            "2) | rank 1: 1F2 (next in its phases order) waits for 0F2");
 }
 
 // A family: 1F1B holds on every point of ranks 2..16 x microbatches 1..64;
@@ -323,4 +346,75 @@ TEST(Policy, DeepNestingAndOverflowAreErrors) {
                 *big, [](llvm::StringRef) { return std::nullopt; })),
             "column 17: integer overflow in (999999999999999 * "
             "999999999999999)");
+}
+
+// Phases and rules together: the phases order F and I, `rule W` fills each
+// wait of that order with a deferred W, and the cap bounds the activations
+// a rank holds. That is the zero-bubble papers' handcrafted construction,
+// the list scheduler's backbone (ListScheduler.h): where W holds the whole
+// activation, `cap ranks` is its memory limit of ranks activations, and the
+// two give the same orders on random costs and latencies.
+TEST(Policy, PhasesWithRulesFillWaitsAsTheZeroBubbleBackbone) {
+  Policy policy = parsed(R"(policy zb-h1-phases
+warmup ranks - rank - 1
+steady F I
+rule W
+cap ranks
+)");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.3, 2.0);
+  int filled = 0;
+  for (int p = 2; p <= 6; ++p)
+    for (int m = 1; m <= 3 * p; ++m) {
+      Problem problem = uniformProblem(p, m, p, {1, 1, 1}, u(rng) / 4);
+      for (Stage &s : problem.stages) {
+        s.forward = u(rng);
+        s.backwardInput = u(rng);
+        s.backwardWeight = u(rng);
+        s.activation = 1.0;
+        s.weightGrad = 1.0;
+      }
+      const std::string where = fmt::format("p={} m={}", p, m);
+      llvm::Expected<Schedule> ours = instantiatePolicy(policy, problem);
+      ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
+      std::vector<int> placement(p);
+      for (int r = 0; r < p; ++r)
+        placement[r] = r;
+      ListPolicy list;
+      list.memoryLimit.assign(p, p);
+      list.backbone = oneFOneBOrders(
+          problem, placement, [&](int k) { return p - k - 1; },
+          ActionKind::BackwardInput);
+      llvm::Expected<Schedule> theirs = listSchedule(problem, placement, list);
+      ASSERT_TRUE(bool(theirs)) << where << ": " << errorOf(theirs.takeError());
+      expectSameOrders(*ours, *theirs, where);
+      // Some W ran before the rank's last I: the rule filled a wait.
+      for (const std::vector<Action> &order : ours->ranks) {
+        auto lastI = std::find_if(order.rbegin(), order.rend(), [](auto &a) {
+          return a.kind == ActionKind::BackwardInput;
+        });
+        auto firstW = llvm::find_if(order, [](auto &a) {
+          return a.kind == ActionKind::BackwardWeight;
+        });
+        filled += firstW < lastI.base() - 1;
+      }
+    }
+  EXPECT_GT(filled, 0);
+
+  // The library's zb-h1-phases is as fast as the zb-h1 kind on uniform
+  // costs over p 2..8 x m p..4p.
+  const Policy *library = libraryPolicy("zb-h1-phases");
+  ASSERT_NE(library, nullptr);
+  for (int p = 2; p <= 8; ++p)
+    for (int m = p; m <= 4 * p; ++m) {
+      Problem problem = uniformProblem(p, m, p);
+      llvm::Expected<Schedule> ours = instantiatePolicy(*library, problem);
+      ASSERT_TRUE(bool(ours)) << errorOf(ours.takeError());
+      llvm::Expected<Schedule> theirs =
+          generateSchedule(problem, {ScheduleKind::ZBH1, 0});
+      ASSERT_TRUE(bool(theirs)) << errorOf(theirs.takeError());
+      EXPECT_NEAR(simulate(problem, *ours)->makespan,
+                  simulate(problem, *theirs)->makespan, 1e-9)
+          << "p=" << p << " m=" << m;
+    }
 }
