@@ -2,11 +2,11 @@
 //
 // An input is `pipe` IR text. It goes through the same path as a user's
 // file (nesting check, MLIR parser, op verifiers); every pipeline that
-// parses is scheduled with every kind and `auto` (small problems only, so
-// that an execution stays fast), verified, simulated, lowered to
-// communication and to a plan; the module then runs the verify, insert-comm,
-// plan-buffers and simulate passes. Errors are expected; crashes, hangs and
-// sanitizer reports are what the fuzzer looks for.
+// parses is scheduled with every kind, `auto` and each `pipe.policy` of the
+// module (small problems only, so that an execution stays fast), verified,
+// simulated, lowered to communication and to a plan; the module then runs the
+// verify, insert-comm, plan-buffers and simulate passes. Errors are expected;
+// crashes, hangs and sanitizer reports are what the fuzzer looks for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +19,7 @@
 #include "scheduler/lower/Plan.h"
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/Simulator.h"
+#include "scheduler/policy/Policy.h"
 #include "scheduler/search/AutoScheduler.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -82,6 +83,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         problem.ranks > 64)
       return 0;
     scheduleEveryKind(problem);
+    // Each `pipe.policy` of the module, converted from its op and
+    // instantiated on the pipeline with its default parameters.
+    for (PolicyOp policyOp : module->getOps<PolicyOp>()) {
+      llvm::Expected<sched::Policy> policy = policyFromOp(policyOp);
+      if (!policy) {
+        llvm::consumeError(policy.takeError());
+        continue;
+      }
+      llvm::Expected<sched::Schedule> s =
+          sched::instantiatePolicy(*policy, problem);
+      if (!s) {
+        llvm::consumeError(s.takeError());
+        continue;
+      }
+      if (llvm::Error err = sched::verifySchedule(problem, *s))
+        llvm::report_fatal_error(llvm::Twine("a policy's schedule does not "
+                                             "verify: ") +
+                                 llvm::toString(std::move(err)));
+    }
   }
   PassManager pm(&context);
   pm.addPass(createPipeVerifySchedulePass());
