@@ -48,6 +48,8 @@ std::optional<ActionKind> kindNamed(llvm::StringRef word) {
     return ActionKind::BackwardInput;
   if (word == "W")
     return ActionKind::BackwardWeight;
+  if (word == "X")
+    return ActionKind::ForwardBackward;
   return std::nullopt;
 }
 
@@ -150,7 +152,7 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
         std::optional<ActionKind> kind = kindNamed(t);
         if (!kind)
           return at(
-              fmt::format("'{}' is not an action (F, B, I or W)", t.str()));
+              fmt::format("'{}' is not an action (F, B, I, W or X)", t.str()));
         policy.steady.push_back(*kind);
       }
       if (policy.steady.empty())
@@ -158,6 +160,9 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
     } else if (word == "rule") {
       auto [kindWord, tail] = rest.split(' ');
       std::optional<ActionKind> kind = kindNamed(kindWord);
+      if (kind == ActionKind::ForwardBackward)
+        return at("'X' (a forward overlapped with a backward) is a pattern "
+                  "token of 'steady', not a rule");
       if (!kind)
         return at(fmt::format("'{}' is not an action (F, B, I or W)",
                               kindWord.str()));
@@ -214,6 +219,13 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
   if (phases && (!policy.warmup || policy.steady.empty()))
     return fail(fmt::format("policy {}: phases need both 'warmup' and "
                             "'steady'",
+                            policy.name));
+  const bool overlaps =
+      llvm::is_contained(policy.steady, ActionKind::ForwardBackward);
+  if (overlaps && !policy.rules.empty())
+    return fail(fmt::format("policy {}: a pattern with 'X' (F&B overlap) "
+                            "orders every action itself; rules beside it "
+                            "are not supported",
                             policy.name));
   // Together, the phases order the kinds of their pattern (and F) and the
   // rules the kinds it leaves out.
@@ -383,15 +395,17 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                      llvm::any_of(policy.rules, [](const Policy::Rule &rule) {
                        return rule.kind == ActionKind::BackwardInput;
                      });
-  const bool fused =
-      llvm::any_of(policy.steady,
-                   [](ActionKind k) { return k == ActionKind::Backward; }) ||
-      llvm::any_of(policy.rules, [](const Policy::Rule &rule) {
-        return rule.kind == ActionKind::Backward;
-      });
+  const bool fused = llvm::any_of(policy.steady,
+                                  [](ActionKind k) {
+                                    return k == ActionKind::Backward ||
+                                           k == ActionKind::ForwardBackward;
+                                  }) ||
+                     llvm::any_of(policy.rules, [](const Policy::Rule &rule) {
+                       return rule.kind == ActionKind::Backward;
+                     });
   if (split && fused)
-    return failAt("the policy runs both B and I: write the backward fused "
-                  "(B) or split (I and W)");
+    return failAt("the policy runs both B (or X, whose backward is a B) "
+                  "and I: write the backward fused (B) or split (I and W)");
   if (!split && !fused)
     return failAt("the policy runs no backward: give B, or I and W");
   const ActionKind backward =
@@ -445,28 +459,55 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         forwarded.insert({fSeq[r][f].stage, fSeq[r][f].microbatch});
         order.push_back(fSeq[r][f]);
       }
+      auto emitF = [&] {
+        if (f >= fSeq[r].size())
+          return false;
+        forwarded.insert({fSeq[r][f].stage, fSeq[r][f].microbatch});
+        order.push_back(fSeq[r][f++]);
+        return true;
+      };
+      // The next backward, once its own forward is placed.
+      auto canB = [&] {
+        return b < bSeq[r].size() &&
+               forwarded.count({bSeq[r][b].stage, bSeq[r][b].microbatch});
+      };
+      auto emitB = [&] {
+        if (!canB())
+          return false;
+        Action a = bSeq[r][b++];
+        order.push_back(a);
+        if (split)
+          pendingW.push_back(
+              {ActionKind::BackwardWeight, a.stage, a.microbatch});
+        return true;
+      };
       auto emit = [&](ActionKind k) {
-        if (k == ActionKind::Forward && f < fSeq[r].size()) {
-          forwarded.insert({fSeq[r][f].stage, fSeq[r][f].microbatch});
-          order.push_back(fSeq[r][f++]);
-          return true;
-        }
-        if ((k == ActionKind::Backward || k == ActionKind::BackwardInput) &&
-            b < bSeq[r].size() &&
-            forwarded.count({bSeq[r][b].stage, bSeq[r][b].microbatch})) {
-          Action a = bSeq[r][b++];
-          order.push_back(a);
-          if (split)
-            pendingW.push_back(
-                {ActionKind::BackwardWeight, a.stage, a.microbatch});
-          return true;
-        }
-        if (k == ActionKind::BackwardWeight && !pendingW.empty()) {
+        switch (k) {
+        case ActionKind::Forward:
+          return emitF();
+        case ActionKind::Backward:
+        case ActionKind::BackwardInput:
+          return emitB();
+        case ActionKind::BackwardWeight:
+          if (pendingW.empty())
+            return false;
           order.push_back(pendingW.front());
           pendingW.pop_front();
           return true;
+        case ActionKind::ForwardBackward: {
+          // The next forward overlapped with the next backward whose own
+          // forward came earlier; either alone where the other is missing.
+          if (!canB() || f >= fSeq[r].size())
+            return emitF() || emitB();
+          const Action &fw = fSeq[r][f++], &bw = bSeq[r][b++];
+          forwarded.insert({fw.stage, fw.microbatch});
+          order.push_back(Action::overlapped(fw.stage, fw.microbatch, bw.stage,
+                                             bw.microbatch));
+          return true;
         }
-        return false;
+        default:
+          return false;
+        }
       };
       for (bool progress = true; progress;) {
         progress = false;

@@ -16,8 +16,10 @@
 //                                    backwards (default in-order)
 //   warmup EXPR                      phases: forwards before the pattern
 //   steady TOKENS                    phases: the repeating pattern over
-//                                    F, B, I, W; without forwards left it
-//                                    drains the backwards
+//                                    F, B, I, W and X (the next forward
+//                                    overlapped with the next backward);
+//                                    without forwards left it drains the
+//                                    backwards
 //   rule KIND [when EXPR]            priority rules, tried in order: a
 //                                    rank starts the first KIND (F, B, I or
 //                                    W) that is ready and whose condition

@@ -3,7 +3,7 @@
 // Tests that an unknown action in a pattern is an error at its statement.
 pipe.policy @p {
   "warmup ranks - rank - 1"
-  // expected-error @below {{'Q' is not an action (F, B, I or W)}}
+  // expected-error @below {{'Q' is not an action (F, B, I, W or X)}}
   "steady F Q"
 }
 

@@ -26,7 +26,7 @@
 // CHECK-NEXT:   pipe.backward @s1 mb 0
 // PARAM: auto_choice = "zb-h1-rules offset=2"
 // PARAM: pipe.backward_input @s1 mb 0
-// BROKEN: pipe-schedule-policy.mlir:[[# @LINE + 5]]:1: error: {{.*}}broken.policy: line 3: 'Q' is not an action (F, B, I or W)
+// BROKEN: pipe-schedule-policy.mlir:[[# @LINE + 5]]:1: error: {{.*}}broken.policy: line 3: 'Q' is not an action (F, B, I, W or X)
 // DIV: error: policy div at ranks=2 microbatches=3 stages=2: warmup (line 3): column 7: division by zero in (ranks // k)
 // MISSING: error: cannot read policy file {{.*}}missing.policy: No such file or directory
 // RANGE: error: policy zb-h1-rules at ranks=2 microbatches=3 stages=2: parameter offset=7 is outside 0..4

@@ -234,8 +234,8 @@ TEST(Policy, BadInputIsALocatedError) {
   EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup rank +\nsteady F B\n")),
             "line 2, column 14: expected a number, a name or '(' but the "
             "text ended");
-  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady F X\n")),
-            "line 3: 'X' is not an action (F, B, I or W)");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady F Q\n")),
+            "line 3: 'Q' is not an action (F, B, I, W or X)");
   EXPECT_EQ(errorOf(parsePolicy("policy x\nrule F when stagee > 1\nrule B\n")),
             "line 2, column 13: unknown name 'stagee'; known: rank, ranks, "
             "microbatches, chunks, stages, stage, microbatch, "
@@ -417,4 +417,54 @@ cap ranks
                   simulate(problem, *theirs)->makespan, 1e-9)
           << "p=" << p << " m=" << m;
     }
+}
+
+// F&B overlap as a pattern token: X runs the next forward overlapped with
+// the next backward. Interleaved 1F1B with one more warm-up forward and
+// `steady X` (the library's interleaved-1f1b-overlap) verifies over a grid
+// of ranks, chunks and microbatches, pairs a forward and a backward in
+// every X, and where F&B costs less than F + B is faster than the kind.
+TEST(Policy, OverlapPairsTheSteadyStatesForwardAndBackward) {
+  const Policy *policy = libraryPolicy("interleaved-1f1b-overlap");
+  ASSERT_NE(policy, nullptr);
+  for (int p = 2; p <= 6; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        const std::string where = fmt::format("p={} v={} m={}", p, v, m);
+        Problem problem = uniformProblem(p, m, v * p, {1, 1, 1});
+        for (Stage &s : problem.stages)
+          s.forwardBackward = 2.2; // against F + B = 3
+        llvm::Expected<Schedule> ours = instantiatePolicy(*policy, problem);
+        ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
+        int overlapped = 0;
+        for (const std::vector<Action> &order : ours->ranks)
+          for (const Action &a : order)
+            if (a.kind == ActionKind::ForwardBackward) {
+              ++overlapped;
+              EXPECT_EQ(ours->placement[a.stage],
+                        ours->placement[a.backwardStage])
+                  << where;
+              EXPECT_GE(a.backwardMicrobatch, 0) << where;
+            }
+        EXPECT_GT(overlapped, 0) << where;
+        llvm::Expected<Schedule> kind = generateSchedule(
+            problem, v == 1
+                         ? ScheduleOptions{ScheduleKind::OneFOneB, 0}
+                         : ScheduleOptions{ScheduleKind::Interleaved1F1B, v});
+        ASSERT_TRUE(bool(kind)) << where << ": " << errorOf(kind.takeError());
+        EXPECT_LT(simulate(problem, *ours)->makespan,
+                  simulate(problem, *kind)->makespan)
+            << where;
+      }
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nrule X\n")),
+            "line 2: 'X' (a forward overlapped with a backward) is a pattern "
+            "token of 'steady', not a rule");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady X I\nrule W\n")),
+            "policy x: a pattern with 'X' (F&B overlap) orders every action "
+            "itself; rules beside it are not supported");
+  Policy both = parsed("policy both\nwarmup 1\nsteady X I\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(both, uniformProblem(2, 4, 2))),
+            "policy both at ranks=2 microbatches=4 stages=2: the policy runs "
+            "both B (or X, whose backward is a B) and I: write the backward "
+            "fused (B) or split (I and W)");
 }
