@@ -165,6 +165,11 @@ def _titan_run(workdir, assets, extra, log):
             "--training.steps", "5", "--debug.seed", "42",
             "--debug.deterministic", "--checkpoint.no-enable",
             "--validator.no-enable", "--dump_folder", str(workdir / "dump"),
+            # fp32 compute: with pipelining alone torchtitan still installs
+            # FSDP's bf16 mixed precision (shard degree 1), and on a CPU
+            # without bf16 matrix instructions (AMD EPYC here) a bf16 GEMM
+            # runs torch's reference loop: 17 s a step instead of under 2.
+            "--training.mixed_precision_param", "float32",
             *extra]
     done = subprocess.run(args, cwd=workdir, env=env, capture_output=True,
                           text=True, timeout=600)
