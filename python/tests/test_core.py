@@ -657,6 +657,29 @@ def test_policies_from_the_library_equal_their_kinds():
                 assert (ours.kind, ours.choice) == ("policy", policy.name)
 
 
+def test_phases_take_rules_and_overlap():
+    # Phases and a rule together (zb-h1-phases: 1F1B's F and I order, W
+    # filling its waits) reach the zb-h1 kind's makespan on uniform costs;
+    # X in a pattern overlaps a forward with a backward (torch's
+    # OVERLAP_F_B cell) and, where F&B costs less than F + B, beats the
+    # interleaved kind it extends.
+    zb = sc.Policy.from_file(os.path.join(POLICIES, "zb-h1-phases.policy"))
+    for ranks in (2, 4):
+        p = problem(ranks, 2 * ranks, stages_per_rank=1, w=1.0)
+        assert sc.schedule(p, policy=zb).makespan == pytest.approx(
+            sc.schedule(p, kind="zb-h1").makespan)
+    overlap = sc.Policy.from_file(
+        os.path.join(POLICIES, "interleaved-1f1b-overlap.policy"))
+    p = problem(4, 8, stages_per_rank=2)
+    for stage in p.stages:
+        stage.forward_backward = 2.2
+    ours = sc.schedule(p, policy=overlap)
+    assert "OVERLAP_F_B" in ours.to_csv()
+    assert ours.makespan < sc.schedule(p, kind="interleaved-1f1b").makespan
+    with pytest.raises(sc.ScheduleError, match="pattern token of 'steady'"):
+        sc.Policy("policy x\nrule X\n")
+
+
 def test_a_policy_verifies_over_a_family_and_takes_parameters():
     policy = sc.Policy.from_file(os.path.join(POLICIES, "zb-h1-rules.policy"))
     assert policy.params == [("offset", 0, 4, 0)]
@@ -741,8 +764,8 @@ def test_bad_policies_raise_located_errors(tmp_path):
                        "name 'stagee'"):
         sc.Policy("policy x\nrule F when stagee > 1\nrule B\n")
     bad = tmp_path / "bad.policy"
-    bad.write_text("policy x\nwarmup 1\nsteady F X\n")
-    with pytest.raises(sc.ScheduleError, match="bad.policy: line 3: 'X' is "
+    bad.write_text("policy x\nwarmup 1\nsteady F Q\n")
+    with pytest.raises(sc.ScheduleError, match="bad.policy: line 3: 'Q' is "
                        "not an action"):
         sc.Policy.from_file(bad)
     never = sc.Policy("policy never\nrule B\nrule F when in_flight < 0\n")
