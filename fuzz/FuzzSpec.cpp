@@ -29,6 +29,26 @@
 using namespace mlir;
 using namespace stagecraft::pipe;
 
+/// A schedule that came out (kind or policy) must verify, lower to a
+/// program that verifies, and build a plan; an error is fine.
+static void checkLowered(const sched::Problem &problem,
+                         llvm::Expected<sched::Schedule> s) {
+  if (!s) {
+    llvm::consumeError(s.takeError());
+    return;
+  }
+  if (llvm::Error err = sched::verifySchedule(problem, *s))
+    llvm::report_fatal_error(llvm::Twine("a generated schedule does not "
+                                         "verify: ") +
+                             llvm::toString(std::move(err)));
+  sched::Program program = sched::lowerCommunication(problem, *s);
+  if (llvm::Error err = sched::verifyProgram(problem, program))
+    llvm::report_fatal_error(llvm::Twine("a lowered schedule does not "
+                                         "verify: ") +
+                             llvm::toString(std::move(err)));
+  (void)sched::buildPlan(problem, program, "fuzz", 64);
+}
+
 static void scheduleEveryKind(const sched::Problem &problem) {
   if (sched::validateProblem(problem))
     return;
@@ -37,22 +57,7 @@ static void scheduleEveryKind(const sched::Problem &problem) {
         sched::ScheduleKind::Interleaved1F1B, sched::ScheduleKind::ZBH1,
         sched::ScheduleKind::ZBH2, sched::ScheduleKind::ZBV,
         sched::ScheduleKind::DualPipeV, sched::ScheduleKind::Helix}) {
-    llvm::Expected<sched::Schedule> s =
-        sched::generateSchedule(problem, {kind});
-    if (!s) {
-      llvm::consumeError(s.takeError());
-      continue;
-    }
-    if (llvm::Error err = sched::verifySchedule(problem, *s))
-      llvm::report_fatal_error(llvm::Twine("a generated schedule does not "
-                                           "verify: ") +
-                               llvm::toString(std::move(err)));
-    sched::Program program = sched::lowerCommunication(problem, *s);
-    if (llvm::Error err = sched::verifyProgram(problem, program))
-      llvm::report_fatal_error(llvm::Twine("a lowered schedule does not "
-                                           "verify: ") +
-                               llvm::toString(std::move(err)));
-    (void)sched::buildPlan(problem, program, "fuzz", 64);
+    checkLowered(problem, sched::generateSchedule(problem, {kind}));
   }
   sched::AutoOptions options;
   options.timeLimit = 0.05;
@@ -84,23 +89,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     scheduleEveryKind(problem);
     // Each `pipe.policy` of the module, converted from its op and
-    // instantiated on the pipeline with its default parameters.
+    // instantiated on the pipeline (when it is valid) with its default
+    // parameters.
+    if (llvm::Error invalid = sched::validateProblem(problem)) {
+      llvm::consumeError(std::move(invalid));
+      continue;
+    }
     for (PolicyOp policyOp : module->getOps<PolicyOp>()) {
       llvm::Expected<sched::Policy> policy = policyFromOp(policyOp);
       if (!policy) {
         llvm::consumeError(policy.takeError());
         continue;
       }
-      llvm::Expected<sched::Schedule> s =
-          sched::instantiatePolicy(*policy, problem);
-      if (!s) {
-        llvm::consumeError(s.takeError());
-        continue;
-      }
-      if (llvm::Error err = sched::verifySchedule(problem, *s))
-        llvm::report_fatal_error(llvm::Twine("a policy's schedule does not "
-                                             "verify: ") +
-                                 llvm::toString(std::move(err)));
+      checkLowered(problem, sched::instantiatePolicy(*policy, problem));
     }
   }
   PassManager pm(&context);
