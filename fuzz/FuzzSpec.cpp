@@ -49,9 +49,8 @@ static void checkLowered(const sched::Problem &problem,
   (void)sched::buildPlan(problem, program, "fuzz", 64);
 }
 
+// `problem` must be valid (sched::validateProblem).
 static void scheduleEveryKind(const sched::Problem &problem) {
-  if (sched::validateProblem(problem))
-    return;
   for (sched::ScheduleKind kind :
        {sched::ScheduleKind::GPipe, sched::ScheduleKind::OneFOneB,
         sched::ScheduleKind::Interleaved1F1B, sched::ScheduleKind::ZBH1,
@@ -87,14 +86,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (3LL * problem.numStages() * problem.microbatches > 3000 ||
         problem.ranks > 64)
       return 0;
-    scheduleEveryKind(problem);
-    // Each `pipe.policy` of the module, converted from its op and
-    // instantiated on the pipeline (when it is valid) with its default
-    // parameters.
     if (llvm::Error invalid = sched::validateProblem(problem)) {
       llvm::consumeError(std::move(invalid));
       continue;
     }
+    scheduleEveryKind(problem);
+    // Each `pipe.policy` of the module, converted from its op and
+    // instantiated on the pipeline with its default parameters.
     for (PolicyOp policyOp : module->getOps<PolicyOp>()) {
       llvm::Expected<sched::Policy> policy = policyFromOp(policyOp);
       if (!policy) {

@@ -51,5 +51,5 @@ python3 -m venv --clear "$venv"
 # Outside the checkout, so that only the installed wheel can be imported.
 cd "$unpacked"
 PATH="$root/build/bin:$PATH" LD_LIBRARY_PATH= STAGECRAFT_WHEEL_TEST=1 \
-  timeout 1800 "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=8 \
+  timeout 1800 "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=25 \
   "$root/python/tests"

@@ -625,30 +625,41 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
     int64_t &inFlightValue = scope.values["in_flight"];
     int64_t &stageValue = scope.values["stage"];
     int64_t &microbatchValue = scope.values["microbatch"];
+    // Sets the scope's counters to rank `r`'s and evaluates the cap there.
+    auto capOf = [&](int r) -> llvm::Expected<std::optional<int64_t>> {
+      const RankState &st = state[r];
+      rankValue = r;
+      forwardsValue = st.forwards;
+      backwardsValue = st.backwards;
+      inFlightValue = st.inFlight;
+      if (!policy.cap)
+        return std::nullopt;
+      llvm::Expected<int64_t> c = evaluatePolicyExpr(*policy.cap, scope);
+      if (!c)
+        return llvm::createStringError(
+            fmt::format("cap (line {}): {}", policy.lines.at("cap"),
+                        llvm::toString(c.takeError())));
+      return std::optional<int64_t>(*c);
+    };
     while (remaining > 0) {
       for (int r = 0; r < p; ++r) {
         RankState &st = state[r];
         if (st.freeAt > now)
           continue;
-        rankValue = r;
-        forwardsValue = st.forwards;
-        backwardsValue = st.backwards;
-        inFlightValue = st.inFlight;
-        if (policy.cap) {
-          llvm::Expected<int64_t> c = evaluatePolicyExpr(*policy.cap, scope);
-          if (!c)
-            return failAt(fmt::format("cap (line {}): {}",
-                                      policy.lines.at("cap"),
-                                      llvm::toString(c.takeError())));
-          cap = *c;
-        }
+        llvm::Expected<std::optional<int64_t>> rankCap = capOf(r);
+        if (!rankCap)
+          return failAt(llvm::toString(rankCap.takeError()));
+        cap = *rankCap;
         std::optional<Action> chosen;
+        bool fromBackbone = false;
         if (!backbone.empty() && st.next < backbone[r].size()) {
           const Action &a = backbone[r][st.next];
           std::optional<double> ready = readyAt(a, nullptr);
           if (ready && *ready <= now + 1e-12 &&
-              !(a.kind == ActionKind::Forward && cap && st.inFlight >= *cap))
+              !(a.kind == ActionKind::Forward && cap && st.inFlight >= *cap)) {
             chosen = a;
+            fromBackbone = true;
+          }
         }
         for (const Policy::Rule &rule : policy.rules) {
           if (chosen)
@@ -679,7 +690,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         if (!chosen)
           continue;
         const Action a = *chosen;
-        if (!backbone.empty() && a.kind != ActionKind::BackwardWeight)
+        if (fromBackbone)
           ++st.next;
         schedule.ranks[r].push_back(a);
         const double end = now + cost(a);
@@ -713,6 +724,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         // Nothing runs and nothing will arrive: say why on each rank.
         std::vector<std::string> lines;
         for (int r = 0; r < p; ++r) {
+          llvm::Expected<std::optional<int64_t>> rankCap = capOf(r);
+          if (!rankCap)
+            return failAt(llvm::toString(rankCap.takeError()));
+          cap = *rankCap;
           std::vector<std::string> why;
           if (!backbone.empty() && state[r].next < backbone[r].size()) {
             const Action &a = backbone[r][state[r].next];

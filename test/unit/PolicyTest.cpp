@@ -355,12 +355,9 @@ TEST(Policy, DeepNestingAndOverflowAreErrors) {
 // activation, `cap ranks` is its memory limit of ranks activations, and the
 // two give the same orders on random costs and latencies.
 TEST(Policy, PhasesWithRulesFillWaitsAsTheZeroBubbleBackbone) {
-  Policy policy = parsed(R"(policy zb-h1-phases
-warmup ranks - rank - 1
-steady F I
-rule W
-cap ranks
-)");
+  const Policy *library = libraryPolicy("zb-h1-phases");
+  ASSERT_NE(library, nullptr);
+  const Policy &policy = *library;
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(0.3, 2.0);
   int filled = 0;
@@ -403,8 +400,6 @@ cap ranks
 
   // The library's zb-h1-phases is as fast as the zb-h1 kind on uniform
   // costs over p 2..8 x m p..4p.
-  const Policy *library = libraryPolicy("zb-h1-phases");
-  ASSERT_NE(library, nullptr);
   for (int p = 2; p <= 8; ++p)
     for (int m = p; m <= 4 * p; ++m) {
       Problem problem = uniformProblem(p, m, p);
