@@ -102,9 +102,11 @@ int familyTable() {
     family.ranksHi = 11;
     family.microbatchesLo = 1;
     family.microbatchesHi = 50;
-    family.chunksLo = family.chunksHi =
-        policy.name == "interleaved-1f1b" || policy.name == "looped-bfs" ? 2
-                                                                         : 1;
+    family.chunksLo = family.chunksHi = policy.name == "interleaved-1f1b" ||
+                                                policy.name == "looped-bfs" ||
+                                                policy.name == "zbv"
+                                            ? 2
+                                            : 1;
     auto t0 = std::chrono::steady_clock::now();
     llvm::Expected<PolicyFamilyReport> report =
         verifyPolicyFamily(policy, family);

@@ -1067,3 +1067,24 @@ def test_policies_equal_torchs_orders(name, cls):
                 assert ours.to_csv() == theirs.to_csv(), (ranks, chunks, n_mb)
                 compared += 1
     assert compared >= 12
+
+
+def test_the_zbv_policy_runs_torchs_zbv_forwards_and_input_gradients():
+    # examples/policies/zbv.policy: order keys give the phases torch's
+    # ScheduleZBVZeroBubble order of forwards and input gradients on every
+    # rank (read from torch's own class); each W follows its I, where
+    # torch defers the drain's W.
+    policy = sc.Policy.from_file(os.path.join(
+        os.path.dirname(__file__), "..", "..", "examples", "policies",
+        "zbv.policy"))
+    for ranks, n_mb in ((2, 3), (2, 8), (3, 5), (4, 7), (4, 12)):
+        problem = sct._check._uniform_problem(2 * ranks, ranks, n_mb)
+        theirs = sct.torch_orders(problem)["ScheduleZBVZeroBubble"]
+        ours = sc.schedule(problem, policy=policy)
+        for r in range(ranks):
+            for kind in "FI":
+                def only(actions):
+                    return [a for a in actions
+                            if re.fullmatch(rf"\d+{kind}\d+", a)]
+                assert only(ours.actions(r)) == only(theirs.actions(r)), \
+                    (ranks, n_mb, r, kind)

@@ -38,6 +38,8 @@ const std::vector<std::string> kShapeNames = {"rank", "ranks", "microbatches",
                                               "chunks", "stages"};
 const std::vector<std::string> kRuleNames = {
     "stage", "microbatch", "forwards_issued", "backwards_done", "in_flight"};
+// What an order key (`forwards by`, `backwards by`) reads beside the shape.
+const std::vector<std::string> kKeyNames = {"stage", "microbatch", "chunk"};
 
 std::optional<ActionKind> kindNamed(llvm::StringRef word) {
   if (word == "F")
@@ -125,11 +127,28 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
         policy.placement = Policy::Placement::Expr;
         policy.placementExpr = std::move(*e);
       }
+    } else if ((word == "forwards" || word == "backwards") &&
+               rest.starts_with("by ")) {
+      // An order key over the rank's actions.
+      llvm::StringRef body = rest.drop_front(3).ltrim();
+      std::vector<std::string> saved = shape;
+      shape.insert(shape.end(), kKeyNames.begin(), kKeyNames.end());
+      llvm::Expected<PolicyExpr> e =
+          expr(body, line,
+               restAt - 1 + static_cast<int>(rest.size() - body.size()), false);
+      shape = saved;
+      if (!e)
+        return e.takeError();
+      (word == "forwards" ? policy.forwardKey : policy.backwardKey) =
+          std::move(*e);
     } else if (word == "backwards") {
       if (rest == "reversed")
         policy.backwardsReversed = true;
       else if (rest != "in-order")
-        return at("expected 'backwards reversed' or 'backwards in-order'");
+        return at("expected 'backwards reversed', 'backwards in-order' or "
+                  "'backwards by EXPR'");
+    } else if (word == "forwards") {
+      return at("expected 'forwards by EXPR'");
     } else if (word == "group" || word == "warmup" || word == "cap" ||
                word == "requires") {
       llvm::Expected<PolicyExpr> e = expr(rest, line, restAt - 1, false);
@@ -190,7 +209,8 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
             p.name[0] == '_'))
         return at("expected 'param NAME LO..HI [= DEFAULT]'");
       if (llvm::is_contained(shape, p.name) ||
-          llvm::is_contained(kRuleNames, p.name))
+          llvm::is_contained(kRuleNames, p.name) ||
+          llvm::is_contained(kKeyNames, p.name))
         return at(fmt::format("parameter '{}' is already a name", p.name));
       if (lo.trim().getAsInteger(10, p.lo) || hi.trim().getAsInteger(10, p.hi))
         return at("expected 'param NAME LO..HI [= DEFAULT]' with integer "
@@ -208,8 +228,8 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
       shape.push_back(p.name);
     } else {
       return at(fmt::format("unknown statement '{}' (policy, placement, "
-                            "group, backwards, warmup, steady, rule, param, "
-                            "cap, requires)",
+                            "group, forwards, backwards, warmup, steady, rule, "
+                            "param, cap, requires)",
                             word.str()));
     }
   }
@@ -424,6 +444,43 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                                  ? g1 - 1 - (k - static_cast<int>(g0))
                                  : k});
     }
+
+  // Order keys: each rank's sequence sorted by its key, stably.
+  auto orderBy = [&](std::vector<std::vector<Action>> &seqs,
+                     const PolicyExpr &key,
+                     const char *statement) -> llvm::Error {
+    for (int r = 0; r < p; ++r) {
+      scope.values["rank"] = r;
+      std::vector<std::pair<int64_t, size_t>> keyed;
+      for (size_t k = 0; k < seqs[r].size(); ++k) {
+        const Action &a = seqs[r][k];
+        scope.values["stage"] = a.stage;
+        scope.values["microbatch"] = a.microbatch;
+        scope.values["chunk"] =
+            llvm::find(local[r], a.stage) - local[r].begin();
+        llvm::Expected<int64_t> v = eval(key, statement);
+        if (!v)
+          return v.takeError();
+        keyed.push_back({*v, k});
+      }
+      llvm::stable_sort(keyed, [](const auto &x, const auto &y) {
+        return x.first < y.first;
+      });
+      std::vector<Action> sorted;
+      for (const auto &[v, k] : keyed)
+        sorted.push_back(seqs[r][k]);
+      seqs[r] = std::move(sorted);
+    }
+    for (const char *name : {"stage", "microbatch", "chunk"})
+      scope.values.erase(name);
+    return llvm::Error::success();
+  };
+  if (policy.forwardKey)
+    if (llvm::Error e = orderBy(fSeq, *policy.forwardKey, "forwards"))
+      return std::move(e);
+  if (policy.backwardKey)
+    if (llvm::Error e = orderBy(bSeq, *policy.backwardKey, "backwards"))
+      return std::move(e);
 
   std::optional<int64_t> cap;
   schedule.ranks.assign(p, {});

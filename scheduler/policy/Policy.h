@@ -64,6 +64,10 @@ struct Policy {
   std::optional<PolicyExpr> group;
   /// Each group's backwards from its last microbatch to its first.
   bool backwardsReversed = false;
+  /// `forwards by KEY`, `backwards by KEY`: each rank's forwards (its
+  /// backwards) in ascending KEY over (rank, stage, microbatch, chunk: the
+  /// stage's index among the rank's), ties in the groups' order.
+  std::optional<PolicyExpr> forwardKey, backwardKey;
   /// Phases.
   std::optional<PolicyExpr> warmup;
   std::vector<ActionKind> steady;

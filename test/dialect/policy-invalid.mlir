@@ -20,7 +20,7 @@ pipe.policy @p {
 
 // Tests that an unknown statement is named.
 pipe.policy @p {
-  // expected-error @below {{unknown statement 'order' (policy, placement, group, backwards, warmup, steady, rule, param, cap, requires)}}
+  // expected-error @below {{unknown statement 'order' (policy, placement, group, forwards, backwards, warmup, steady, rule, param, cap, requires)}}
   "order F B"
   "steady F B"
 }
@@ -63,4 +63,24 @@ pipe.policy @p {
   "rule W"
   // expected-error @below {{'rule I': the phases order I (warmup, steady 'F I'); beside phases, rules order only the kinds the pattern leaves out}}
   "rule I"
+}
+
+// -----
+
+// Tests that an order key is 'forwards by EXPR' and reads only the shape,
+// stage, microbatch and chunk: a rule's counter is unknown there.
+pipe.policy @p {
+  // expected-error @below {{expected 'forwards by EXPR'}}
+  "forwards in-order"
+  "warmup 0"
+  "steady F B"
+}
+
+// -----
+
+pipe.policy @p {
+  // expected-error @below {{unknown name 'in_flight'}}
+  "backwards by in_flight"
+  "warmup 0"
+  "steady F B"
 }

@@ -246,7 +246,8 @@ TEST(Policy, BadInputIsALocatedError) {
             "policy x: phases need both 'warmup' and 'steady'");
   EXPECT_EQ(errorOf(parsePolicy("policy x\nfrobnicate 1\n")),
             "line 2: unknown statement 'frobnicate' (policy, placement, "
-            "group, backwards, warmup, steady, rule, param, cap, requires)");
+            "group, forwards, backwards, warmup, steady, rule, param, cap, "
+            "requires)");
 
   Problem problem = uniformProblem(2, 4, 2);
   // A rule that never fires for F: nothing can start.
@@ -462,4 +463,137 @@ TEST(Policy, OverlapPairsTheSteadyStatesForwardAndBackward) {
             "policy both at ranks=2 microbatches=4 stages=2: the policy runs "
             "both B (or X, whose backward is a B) and I: write the backward "
             "fused (B) or split (I and W)");
+}
+
+namespace {
+// torch's ScheduleZBVZeroBubble._calculate_single_rank_operations, written
+// as torch writes it (counters through warm-up, steady state and drain,
+// microbatches past m dropped), for rank r of p on m microbatches.
+std::vector<Action> torchZbvOrder(int p, int m, int r) {
+  const int nMicro = std::max(2 * p - 1, m), c0 = r, c1 = 2 * p - 1 - r;
+  std::vector<Action> out;
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  auto add = [&](ActionKind k, int stage, int mb) {
+    if (mb < m)
+      out.push_back({k, stage, mb});
+  };
+  const ActionKind F = ActionKind::Forward, I = ActionKind::BackwardInput,
+                   W = ActionKind::BackwardWeight;
+  for (int k = 0; k < 2 * (p - r) - 1; ++k)
+    add(F, c0, f0++);
+  for (int k = 0; k < r; ++k) {
+    add(F, c1, f1++);
+    add(F, c0, f0++);
+  }
+  for (int k = 0; k < p - r; ++k) {
+    add(F, c1, f1++);
+    add(I, c1, b1);
+    add(W, c1, b1++);
+  }
+  while (f1 < f0 || f0 < nMicro) {
+    if (f0 < nMicro)
+      add(F, c0, f0++);
+    add(I, c0, b0);
+    add(W, c0, b0++);
+    add(F, c1, f1++);
+    add(I, c1, b1);
+    add(W, c1, b1++);
+  }
+  int w0 = b0, w1 = b1;
+  for (int k = 0; k < r; ++k) {
+    add(I, c0, b0++);
+    add(I, c1, b1++);
+  }
+  for (int k = 0; k < p - r; ++k) {
+    add(I, c0, b0++);
+    add(W, c0, w0++);
+  }
+  while (w1 < b1)
+    add(W, c1, w1++);
+  while (w0 < b0)
+    add(W, c0, w0++);
+  return out;
+}
+
+std::vector<std::string> namesOf(const std::vector<Action> &order,
+                                 ActionKind kind) {
+  std::vector<std::string> out;
+  for (const Action &a : order)
+    if (a.kind == kind)
+      out.push_back(shortName(a));
+  return out;
+}
+} // namespace
+
+// Order keys (`forwards by`, `backwards by`) give the phases any order of a
+// rank's forwards and backwards: the library's zbv, on V placement, runs
+// torch's ScheduleZBVZeroBubble forwards and input gradients in torch's
+// order on every rank, each W right after its I (torch defers the drain's
+// W), over p 2..8 x m 2p-1..4p.
+TEST(Policy, OrderKeysGiveTorchsZbvForwardAndInputGradientOrders) {
+  const Policy *zbv = libraryPolicy("zbv");
+  ASSERT_NE(zbv, nullptr);
+  for (int p = 2; p <= 8; ++p)
+    for (int m = 2 * p - 1; m <= 4 * p; ++m) {
+      Problem problem = uniformProblem(p, m, 2 * p);
+      const std::string where = fmt::format("p={} m={}", p, m);
+      llvm::Expected<Schedule> ours = instantiatePolicy(*zbv, problem);
+      ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
+      for (int r = 0; r < p; ++r) {
+        std::vector<Action> theirs = torchZbvOrder(p, m, r);
+        const std::vector<Action> &order = ours->ranks[r];
+        for (ActionKind k : {ActionKind::Forward, ActionKind::BackwardInput,
+                             ActionKind::BackwardWeight})
+          ASSERT_EQ(namesOf(order, k).size(), namesOf(theirs, k).size())
+              << where << " rank " << r;
+        EXPECT_EQ(namesOf(order, ActionKind::Forward),
+                  namesOf(theirs, ActionKind::Forward))
+            << where << " rank " << r;
+        EXPECT_EQ(namesOf(order, ActionKind::BackwardInput),
+                  namesOf(theirs, ActionKind::BackwardInput))
+            << where << " rank " << r;
+        for (size_t k = 0; k < order.size(); ++k)
+          if (order[k].kind == ActionKind::BackwardInput) {
+            ASSERT_LT(k + 1, order.size()) << where;
+            EXPECT_EQ(order[k + 1].kind, ActionKind::BackwardWeight) << where;
+            EXPECT_EQ(order[k + 1].microbatch, order[k].microbatch) << where;
+          }
+      }
+      // The torch order itself is a valid schedule of the same placement.
+      Schedule torchOrder;
+      torchOrder.placement = ours->placement;
+      for (int r = 0; r < p; ++r)
+        torchOrder.ranks.push_back(torchZbvOrder(p, m, r));
+      EXPECT_EQ(errorOf(verifySchedule(problem, torchOrder)), "no error")
+          << where;
+    }
+}
+
+TEST(Policy, OrderKeysAreCheckedWhereTheyAreWritten) {
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nforwards in-order\nwarmup 0\n"
+                                "steady F B\n")),
+            "line 2: expected 'forwards by EXPR'");
+  EXPECT_NE(errorOf(parsePolicy("policy x\nforwards by in_flight\nwarmup 0\n"
+                                "steady F B\n"))
+                .find("line 2, column 13"),
+            std::string::npos);
+  // A key reads stage, microbatch and chunk; its errors name the point.
+  Policy zero = parsed("policy zero\nbackwards by microbatch // chunk\n"
+                       "warmup ranks - rank - 1\nsteady F B\n");
+  EXPECT_NE(errorOf(instantiatePolicy(zero, uniformProblem(2, 4, 2)))
+                .find("backwards (line 2): "),
+            std::string::npos);
+  // 1F1B's backwards last microbatch first by key: the same schedule as
+  // `backwards reversed` with one group of all microbatches.
+  Policy keyed = parsed("policy k\nforwards by microbatch\n"
+                        "backwards by -microbatch\nwarmup microbatches\n"
+                        "steady F B\n");
+  Policy reversed = parsed("policy r\ngroup microbatches\nbackwards reversed\n"
+                           "warmup microbatches\nsteady F B\n");
+  Problem problem = uniformProblem(4, 8, 4);
+  llvm::Expected<Schedule> a = instantiatePolicy(keyed, problem);
+  llvm::Expected<Schedule> b = instantiatePolicy(reversed, problem);
+  ASSERT_TRUE(bool(a)) << errorOf(a.takeError());
+  ASSERT_TRUE(bool(b)) << errorOf(b.takeError());
+  expectSameOrders(*a, *b, "reversed");
 }
