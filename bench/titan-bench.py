@@ -2,7 +2,8 @@
 """torchtitan's own trainer running Stagecraft's plan against its built-in
 schedules: the llama3 debug model, PP = 2 on 2 CPU processes (gloo, one
 thread each), 8 microbatches of 1 at sequence 256, activation
-checkpointing none.
+checkpointing none, computing in fp32 (torchtitan's default bf16 mixed
+precision has no fast path on a CPU without bf16 matrix instructions).
 
 Through python/tests/titan_cpu.py, the tests' harness (device cpu, dense
 attention in place of FlexAttention, generated tokenizer and corpus); it
@@ -42,6 +43,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
 BUILTINS = ["1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
             "ZBVZeroBubble", "DualPipeV"]
 SEQ, BATCH, PP = 256, 8, 2
+# torchtitan computes in training.mixed_precision_param (bf16 by default,
+# through the FSDP policy it installs even at shard degree 1); a CPU without
+# bf16 matrix instructions runs that through torch's reference GEMM loop,
+# which no GPU job sees. The profile and every run compute in fp32.
+FP32 = ["--training.mixed_precision_param", "float32"]
 
 
 def _plans(assets):
@@ -51,7 +57,8 @@ def _plans(assets):
     torch.set_num_threads(1)
     titan_cpu._install()
     config = titan.load_config("llama3", "llama3_debugmodel",
-                               ["--hf_assets_path", assets["tokenizer"]])
+                               ["--hf_assets_path", assets["tokenizer"]]
+                               + FP32)
     llm = titan.from_config(config, "llama3_debugmodel")
     hw = titan.Hardware(memory=64e9, activation_bytes=4)
     model = titan.build_model(config)
@@ -134,6 +141,9 @@ def main():
         configs["torchtitan 1F1B, Stagecraft's split"] = \
             split_flags[:at] + split_flags[at + 2:]
         configs["Stagecraft's plan (auto)"] = auto.flags(csv)
+        for name in configs:
+            # Before the trailing `activation-checkpoint:...` choice.
+            configs[name] = FP32 + configs[name]
         times = {name: [] for name in configs}
         steps_all = {name: [] for name in configs}
         losses = {}

@@ -153,6 +153,62 @@ def test_the_cli_writes_the_plan_and_checks_a_csv(tmp_path):
     assert none.returncode == 1 and "--module and --config" in none.stderr
 
 
+_PROFILE = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import titan_cpu
+from stagecraft import titan
+torch.set_num_threads(1)
+titan_cpu._install()
+out = {}
+for dtype in ("bfloat16", "float32"):
+    config = titan.load_config("llama3", "llama3_debugmodel", [
+        "--hf_assets_path", sys.argv[2],
+        "--training.mixed_precision_param", dtype])
+    model = titan.build_model(config)
+    llm = titan.from_config(config, "llama3_debugmodel")
+    units = titan.profile(model, llm, 64, 1, titan.Hardware(), repeats=1,
+                          warmup=1, loss_fn=titan.build_loss(config, model))
+    out[dtype] = {
+        "compute": str(titan.compute_dtype(config)),
+        "params": sorted({str(p.dtype) for p in model.parameters()}),
+        "buffers": sorted({str(b.dtype) for b in model.buffers()}),
+        "units": [[u.name, u.forward, u.backward_input, u.backward_weight,
+                   u.activation] for u in units]}
+print(json.dumps(out))
+"""
+
+
+def test_the_profile_runs_in_the_dtype_torchtitan_computes_in(tmp_path):
+    """torchtitan computes in training.mixed_precision_param (bf16 by
+    default), pipelining alone or not: build_model casts the parameters to
+    it (not the rotary buffer), and profile then measures that run, whose
+    block activations take about half the fp32 bytes."""
+    pytest.importorskip("torchtitan")
+    pytest.importorskip("tokenizers")
+    sys.path.insert(0, HERE)
+    from titan_cpu import make_assets
+    assets = make_assets(str(tmp_path / "assets"), documents=40)
+    done = subprocess.run([sys.executable, "-c", _PROFILE, HERE,
+                           assets["tokenizer"]], capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    bf16, fp32 = got["bfloat16"], got["float32"]
+    assert bf16["compute"] == "torch.bfloat16"
+    assert bf16["params"] == ["torch.bfloat16"]
+    assert fp32["params"] == ["torch.float32"]
+    assert bf16["buffers"] == fp32["buffers"]
+    names = [u[0] for u in fp32["units"]]
+    assert names == DEBUG.module_names()
+    for unit in bf16["units"] + fp32["units"]:
+        assert all(v >= 0 for v in unit[1:4]) and unit[1] > 0, unit
+    block16, block32 = bf16["units"][1][4], fp32["units"][1][4]
+    # 0.59 measured: the norms and softmax keep some fp32 tensors.
+    assert 0.45 < block16 / block32 < 0.7, (block16, block32)
+
+
 def _titan_run(workdir, assets, extra, log):
     env = dict(os.environ, TITAN_CPU_LOG=str(log),
                TORCHINDUCTOR_CACHE_DIR=str(workdir / "inductor"),

@@ -24,12 +24,12 @@ launches. Nothing here imports or patches torchtitan except
 """
 
 from ._model import Hardware, Llm, from_config, load_config, module_costs
-from ._profile import build_loss, build_model, profile
+from ._profile import build_loss, build_model, compute_dtype, profile
 from ._plan import (PLACEMENT_CLASS, TitanPlan, default_split, placement_of,
                     plan)
 from ._rules import CLASSES, check_run, class_placement, read_csv
 
 __all__ = ["CLASSES", "Hardware", "Llm", "PLACEMENT_CLASS", "TitanPlan",
-           "build_loss", "build_model", "check_run", "class_placement", "default_split",
+           "build_loss", "build_model", "check_run", "compute_dtype", "class_placement", "default_split",
            "from_config", "profile",
            "load_config", "module_costs", "placement_of", "plan", "read_csv"]

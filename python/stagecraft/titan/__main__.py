@@ -10,6 +10,7 @@ import sys
 from .. import ScheduleError
 from ._model import Hardware, Llm, from_config, load_config
 from ._plan import plan
+from ._profile import compute_dtype
 from ._rules import CLASSES, check_run
 
 
@@ -38,8 +39,9 @@ def _plan(args, overrides: list[str]) -> int:
         batch = config.training.local_batch_size
         seq = config.training.seq_len
         mb = config.parallelism.pipeline_parallel_microbatch_size
-        # Without data parallelism torchtitan trains in training.dtype.
-        act_bytes = 4 if config.training.dtype == "float32" else 2
+        # torchtitan computes in training.mixed_precision_param, data
+        # parallel or not (compute_dtype).
+        act_bytes = compute_dtype(config).itemsize
     batch = args.local_batch_size or batch
     seq = args.seq_len or seq
     mb = args.microbatch_size or mb

@@ -11,13 +11,33 @@ from .. import ScheduleError, Stage
 from ._model import Hardware, Llm, module_costs
 
 
+def compute_dtype(config):
+    """The dtype torchtitan computes in for `config`: its
+    `training.mixed_precision_param`. torchtitan 0.3.0 installs FSDP's
+    mixed-precision policy even at shard degree 1 (pipelining alone), so
+    its parameters compute in that dtype (bf16 by default), whatever
+    `training.dtype` says."""
+    import torch
+    name = config.training.mixed_precision_param
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ScheduleError(f"training.mixed_precision_param {name!r}: not a "
+                            "floating-point torch dtype")
+    return dtype
+
+
 def build_model(config):
     """torchtitan's model of `config` (a `Trainer.Config`), built on the CPU
-    with its own initialisation, for `profile`."""
+    with its own initialisation, for `profile`: its parameters in the dtype
+    torchtitan computes in (`compute_dtype`), as FSDP's policy casts them;
+    buffers (the rotary table) stay as built."""
     import torch
     model = config.model_spec.model.build()
     with torch.no_grad():
         model.init_weights(buffer_device=torch.device("cpu"))
+        dtype = compute_dtype(config)
+        for param in model.parameters():
+            param.data = param.data.to(dtype)
     return model
 
 
