@@ -6,13 +6,19 @@
 # pytest, torch from PyPI), runs every command of README.md and docs/*.md as
 # written (scripts/doc-test.py), then the C++ suite again in the checked
 # build (ASan + UBSan, assertions on: scripts/sanitize.sh).
+# Each phase's wall time is printed as it ends (where the CI's time goes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/format.sh
-python3 scripts/check-layering.py
-bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j2
-bash scripts/python-test.sh
-python3 scripts/doc-test.py
-bash scripts/sanitize.sh
+phase() {
+  local start=$SECONDS
+  "$@"
+  echo "test.sh: '$*' took $((SECONDS - start)) s (total $SECONDS s)"
+}
+phase bash scripts/install-deps.sh
+phase bash scripts/format.sh
+phase python3 scripts/check-layering.py
+phase bash scripts/build.sh
+phase ctest --test-dir build --output-on-failure -j2
+phase bash scripts/python-test.sh
+phase python3 scripts/doc-test.py
+phase bash scripts/sanitize.sh
