@@ -676,8 +676,19 @@ def test_phases_take_rules_and_overlap():
     ours = sc.schedule(p, policy=overlap)
     assert "OVERLAP_F_B" in ours.to_csv()
     assert ours.makespan < sc.schedule(p, kind="interleaved-1f1b").makespan
-    with pytest.raises(sc.ScheduleError, match="pattern token of 'steady'"):
-        sc.Policy("policy x\nrule X\n")
+    # Rules start X once the next F and the next B are both ready: on V
+    # placement, with zbv's order keys, before the same rules without X.
+    with open(os.path.join(POLICIES, "zbv.policy")) as f:
+        keys = "".join(line for line in f if line.startswith(
+            ("forwards by", "backwards by")))
+    rules = "rule B\nrule F when in_flight < 2 * ranks\n"
+    with_x = sc.Policy("policy x\nplacement v\n" + keys + "rule X\n" + rules)
+    without = sc.Policy("policy b\nplacement v\n" + keys + rules)
+    assert "OVERLAP_F_B" in sc.schedule(p, policy=with_x).to_csv()
+    assert sc.schedule(p, policy=with_x).makespan < \
+        sc.schedule(p, policy=without).makespan
+    with pytest.raises(sc.ScheduleError, match="X starts the next F and B"):
+        sc.Policy("policy x\nwarmup 1\nsteady F B\nrule X\n")
 
 
 def test_a_policy_verifies_over_a_family_and_takes_parameters():

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -179,9 +180,6 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
     } else if (word == "rule") {
       auto [kindWord, tail] = rest.split(' ');
       std::optional<ActionKind> kind = kindNamed(kindWord);
-      if (kind == ActionKind::ForwardBackward)
-        return at("'X' (a forward overlapped with a backward) is a pattern "
-                  "token of 'steady', not a rule");
       if (!kind)
         return at(fmt::format("'{}' is not an action (F, B, I or W)",
                               kindWord.str()));
@@ -251,8 +249,14 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
   // rules the kinds it leaves out.
   if (phases)
     for (const Policy::Rule &rule : policy.rules)
-      if (rule.kind == ActionKind::Forward ||
-          llvm::is_contained(policy.steady, rule.kind))
+      if (rule.kind == ActionKind::ForwardBackward)
+        return fail(fmt::format(
+            "line {}: 'rule X': X starts the next F and B, which the phases "
+            "order; beside phases, rules order only the kinds the pattern "
+            "leaves out",
+            rule.line));
+      else if (rule.kind == ActionKind::Forward ||
+               llvm::is_contained(policy.steady, rule.kind))
         return fail(fmt::format(
             "line {}: 'rule {}': the phases order {} (warmup, steady '{}'); "
             "beside phases, rules order only the kinds the pattern leaves "
@@ -421,7 +425,8 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                                            k == ActionKind::ForwardBackward;
                                   }) ||
                      llvm::any_of(policy.rules, [](const Policy::Rule &rule) {
-                       return rule.kind == ActionKind::Backward;
+                       return rule.kind == ActionKind::Backward ||
+                              rule.kind == ActionKind::ForwardBackward;
                      });
   if (split && fused)
     return failAt("the policy runs both B (or X, whose backward is a B) "
@@ -623,6 +628,10 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
     };
     auto cost = [&](const Action &a) {
       const Stage &st = problem.stages[a.stage];
+      if (a.kind == ActionKind::ForwardBackward)
+        return overlappedCost(st, problem.stages[a.backwardStage]) *
+               problem.costScale(a.stage, a.microbatch) /
+               problem.speedOf(schedule.placement[a.stage]);
       double c = a.kind == ActionKind::Forward          ? st.forward
                  : a.kind == ActionKind::BackwardInput  ? st.backwardInput
                  : a.kind == ActionKind::BackwardWeight ? st.backwardWeight
@@ -631,8 +640,20 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
              problem.speedOf(schedule.placement[a.stage]);
     };
     // When `a`'s inputs are on its rank, or what it waits for.
-    auto readyAt = [&](const Action &a,
-                       std::string *waits) -> std::optional<double> {
+    std::function<std::optional<double>(const Action &, std::string *)> readyAt;
+    readyAt = [&](const Action &a,
+                  std::string *waits) -> std::optional<double> {
+      if (a.kind == ActionKind::ForwardBackward) {
+        std::optional<double> f =
+            readyAt({ActionKind::Forward, a.stage, a.microbatch}, waits);
+        if (!f)
+          return std::nullopt;
+        std::optional<double> b =
+            readyAt({backward, a.backwardStage, a.backwardMicrobatch}, waits);
+        if (!b)
+          return std::nullopt;
+        return std::max(*f, *b);
+      }
       const int r = schedule.placement[a.stage];
       auto from = [&](ActionKind k, int s) -> std::optional<double> {
         std::optional<double> e = endOf(k, s, a.microbatch);
@@ -666,6 +687,14 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
       if (k == ActionKind::BackwardWeight)
         return st.pendingW.empty() ? std::nullopt
                                    : std::optional<Action>(st.pendingW.front());
+      if (k == ActionKind::ForwardBackward) {
+        // The next forward with the next backward, both of this rank.
+        if (st.f >= fSeq[r].size() || st.b >= bSeq[r].size())
+          return std::nullopt;
+        const Action &fw = fSeq[r][st.f], &bw = bSeq[r][st.b];
+        return Action::overlapped(fw.stage, fw.microbatch, bw.stage,
+                                  bw.microbatch);
+      }
       if (k != backward)
         return std::nullopt;
       return st.b < bSeq[r].size() ? std::optional<Action>(bSeq[r][st.b])
@@ -727,10 +756,11 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
           std::optional<double> ready = readyAt(*a, nullptr);
           if (!ready || *ready > now + 1e-12)
             continue;
-          if (a->kind == ActionKind::Forward && cap) {
-            if (st.inFlight >= *cap)
-              continue;
-          }
+          // X's forward counts against the cap as a forward does.
+          if ((a->kind == ActionKind::Forward ||
+               a->kind == ActionKind::ForwardBackward) &&
+              cap && st.inFlight >= *cap)
+            continue;
           if (rule.when) {
             stageValue = a->stage;
             microbatchValue = a->microbatch;
@@ -751,15 +781,28 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
           ++st.next;
         schedule.ranks[r].push_back(a);
         const double end = now + cost(a);
-        slot(a.kind, a.stage, a.microbatch) = end;
         st.freeAt = end;
         times.insert(end);
-        for (int s : {a.stage - 1, a.stage + 1})
-          if (s >= 0 && s < n && schedule.placement[s] != r)
-            times.insert(end + problem.transferTime(r, schedule.placement[s],
-                                                    a.stage, a.microbatch));
-        --remaining;
-        if (a.kind == ActionKind::Forward) {
+        // Each half of an X ends with it.
+        std::vector<Action> halves = {a};
+        if (a.kind == ActionKind::ForwardBackward)
+          halves = {{ActionKind::Forward, a.stage, a.microbatch},
+                    {backward, a.backwardStage, a.backwardMicrobatch}};
+        for (const Action &h : halves) {
+          slot(h.kind, h.stage, h.microbatch) = end;
+          for (int s : {h.stage - 1, h.stage + 1})
+            if (s >= 0 && s < n && schedule.placement[s] != r)
+              times.insert(end + problem.transferTime(r, schedule.placement[s],
+                                                      h.stage, h.microbatch));
+        }
+        remaining -= halves.size();
+        if (a.kind == ActionKind::ForwardBackward) {
+          // A forward in, a backward's activation out.
+          ++st.f;
+          ++st.forwards;
+          ++st.b;
+          ++st.backwards;
+        } else if (a.kind == ActionKind::Forward) {
           ++st.f;
           ++st.forwards;
           ++st.inFlight;
@@ -800,8 +843,14 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                   shortName(a), state[r].inFlight, cap.value_or(0)));
           }
           for (ActionKind k :
-               {ActionKind::Forward, backward, ActionKind::BackwardWeight}) {
+               {ActionKind::Forward, backward, ActionKind::BackwardWeight,
+                ActionKind::ForwardBackward}) {
             if (!backbone.empty() && k != ActionKind::BackwardWeight)
+              continue;
+            if (k == ActionKind::ForwardBackward &&
+                !llvm::any_of(policy.rules, [](const Policy::Rule &x) {
+                  return x.kind == ActionKind::ForwardBackward;
+                }))
               continue;
             std::optional<Action> a = head(r, k);
             if (!a)

@@ -452,9 +452,10 @@ TEST(Policy, OverlapPairsTheSteadyStatesForwardAndBackward) {
                   simulate(problem, *kind)->makespan)
             << where;
       }
-  EXPECT_EQ(errorOf(parsePolicy("policy x\nrule X\n")),
-            "line 2: 'X' (a forward overlapped with a backward) is a pattern "
-            "token of 'steady', not a rule");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady F B\nrule X\n")),
+            "line 4: 'rule X': X starts the next F and B, which the phases "
+            "order; beside phases, rules order only the kinds the pattern "
+            "leaves out");
   EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 1\nsteady X I\nrule W\n")),
             "policy x: a pattern with 'X' (F&B overlap) orders every action "
             "itself; rules beside it are not supported");
@@ -596,4 +597,54 @@ TEST(Policy, OrderKeysAreCheckedWhereTheyAreWritten) {
   ASSERT_TRUE(bool(a)) << errorOf(a.takeError());
   ASSERT_TRUE(bool(b)) << errorOf(b.takeError());
   expectSameOrders(*a, *b, "reversed");
+}
+
+// `rule X` starts the rank's next forward overlapped with its next backward
+// once both are ready (and the cap admits the forward). On V placement,
+// with zbv's order keys, rules with X first pair forwards and backwards of
+// the rank's two stages, verify on p 2..6 x m 2p..4p, and where F&B costs
+// 2.2 against F + B = 3 end sooner than the same rules without X. A split
+// backward (I) with X is refused.
+TEST(Policy, RulesStartXWhenBothHalvesAreReady) {
+  const Policy *zbv = libraryPolicy("zbv");
+  ASSERT_NE(zbv, nullptr);
+  auto vRules = [&](const char *text) {
+    Policy policy = parsed(text);
+    policy.placement = Policy::Placement::V;
+    policy.forwardKey = zbv->forwardKey;
+    policy.backwardKey = zbv->backwardKey;
+    return policy;
+  };
+  Policy withX = vRules("policy x\nrule X\nrule B\n"
+                        "rule F when in_flight < 2 * ranks\n");
+  Policy without = vRules("policy b\nrule B\n"
+                          "rule F when in_flight < 2 * ranks\n");
+  for (int p = 2; p <= 6; ++p)
+    for (int m = 2 * p; m <= 4 * p; m += p) {
+      const std::string where = fmt::format("p={} m={}", p, m);
+      Problem problem = uniformProblem(p, m, 2 * p, {1, 1, 1});
+      for (Stage &s : problem.stages)
+        s.forwardBackward = 2.2;
+      llvm::Expected<Schedule> ours = instantiatePolicy(withX, problem);
+      ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
+      llvm::Expected<Schedule> plain = instantiatePolicy(without, problem);
+      ASSERT_TRUE(bool(plain)) << where << ": " << errorOf(plain.takeError());
+      int overlapped = 0;
+      for (const std::vector<Action> &order : ours->ranks)
+        for (const Action &a : order)
+          if (a.kind == ActionKind::ForwardBackward) {
+            ++overlapped;
+            EXPECT_EQ(ours->placement[a.stage],
+                      ours->placement[a.backwardStage])
+                << where;
+          }
+      EXPECT_GT(overlapped, 0) << where;
+      EXPECT_LT(simulate(problem, *ours)->makespan,
+                simulate(problem, *plain)->makespan)
+          << where;
+    }
+  Policy split = parsed("policy s\nrule X\nrule I\nrule W\nrule F\n");
+  EXPECT_NE(errorOf(instantiatePolicy(split, uniformProblem(2, 4, 2)))
+                .find("both B (or X, whose backward is a B) and I"),
+            std::string::npos);
 }
