@@ -85,6 +85,20 @@ void expectSameOrders(const Schedule &a, const Schedule &b,
   }
 }
 
+// The X actions of \p s, each checked to pair a forward and a backward of
+// one rank.
+int overlappedOnOneRank(const Schedule &s, const std::string &where) {
+  int overlapped = 0;
+  for (const std::vector<Action> &order : s.ranks)
+    for (const Action &a : order)
+      if (a.kind == ActionKind::ForwardBackward) {
+        ++overlapped;
+        EXPECT_EQ(s.placement[a.stage], s.placement[a.backwardStage]) << where;
+        EXPECT_GE(a.backwardMicrobatch, 0) << where;
+      }
+  return overlapped;
+}
+
 } // namespace
 
 // gpipe and 1f1b as phases equal the kinds on p 2..8, m p..4p.
@@ -432,17 +446,7 @@ TEST(Policy, OverlapPairsTheSteadyStatesForwardAndBackward) {
           s.forwardBackward = 2.2; // against F + B = 3
         llvm::Expected<Schedule> ours = instantiatePolicy(*policy, problem);
         ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
-        int overlapped = 0;
-        for (const std::vector<Action> &order : ours->ranks)
-          for (const Action &a : order)
-            if (a.kind == ActionKind::ForwardBackward) {
-              ++overlapped;
-              EXPECT_EQ(ours->placement[a.stage],
-                        ours->placement[a.backwardStage])
-                  << where;
-              EXPECT_GE(a.backwardMicrobatch, 0) << where;
-            }
-        EXPECT_GT(overlapped, 0) << where;
+        EXPECT_GT(overlappedOnOneRank(*ours, where), 0) << where;
         llvm::Expected<Schedule> kind = generateSchedule(
             problem, v == 1
                          ? ScheduleOptions{ScheduleKind::OneFOneB, 0}
@@ -629,16 +633,7 @@ TEST(Policy, RulesStartXWhenBothHalvesAreReady) {
       ASSERT_TRUE(bool(ours)) << where << ": " << errorOf(ours.takeError());
       llvm::Expected<Schedule> plain = instantiatePolicy(without, problem);
       ASSERT_TRUE(bool(plain)) << where << ": " << errorOf(plain.takeError());
-      int overlapped = 0;
-      for (const std::vector<Action> &order : ours->ranks)
-        for (const Action &a : order)
-          if (a.kind == ActionKind::ForwardBackward) {
-            ++overlapped;
-            EXPECT_EQ(ours->placement[a.stage],
-                      ours->placement[a.backwardStage])
-                << where;
-          }
-      EXPECT_GT(overlapped, 0) << where;
+      EXPECT_GT(overlappedOnOneRank(*ours, where), 0) << where;
       EXPECT_LT(simulate(problem, *ours)->makespan,
                 simulate(problem, *plain)->makespan)
           << where;
