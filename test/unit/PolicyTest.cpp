@@ -532,9 +532,10 @@ std::vector<std::string> namesOf(const std::vector<Action> &order,
 
 // Order keys (`forwards by`, `backwards by`) give the phases any order of a
 // rank's forwards and backwards: the library's zbv, on V placement, runs
-// torch's ScheduleZBVZeroBubble forwards and input gradients in torch's
-// order on every rank, each W right after its I (torch defers the drain's
-// W), over p 2..8 x m 2p-1..4p.
+// torch's ScheduleZBVZeroBubble forwards in torch's order and its input
+// gradients in torch's order on every rank, each W right after its I, over
+// p 2..8 x m 2p-1..4p. (How the two interleave at the end, and where torch
+// defers the drain's W, a pattern does not express.)
 TEST(Policy, OrderKeysGiveTorchsZbvForwardAndInputGradientOrders) {
   const Policy *zbv = libraryPolicy("zbv");
   ASSERT_NE(zbv, nullptr);
