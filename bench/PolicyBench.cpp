@@ -51,7 +51,8 @@ int speedTable() {
                       {"interleaved-1f1b", ScheduleKind::Interleaved1F1B, 2},
                       {"looped-bfs", ScheduleKind::Interleaved1F1B, 2},
                       {"zb-h1-rules", ScheduleKind::ZBH1, 1},
-                      {"zb-h1-phases", ScheduleKind::ZBH1, 1}};
+                      {"zb-h1-phases", ScheduleKind::ZBH1, 1},
+                      {"zbv", ScheduleKind::ZBV, 2}};
   fmt::print("| policy | kind | ranks | microbatches | chunks | policy ms | "
              "kind ms | policy / kind | policy makespan | kind makespan "
              "|\n|---|---|---|---|---|---|---|---|---|---|\n");
