@@ -15,6 +15,7 @@
 #include "scheduler/lower/Program.h"
 #include "scheduler/model/Simulator.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -784,7 +785,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         st.freeAt = end;
         times.insert(end);
         // Each half of an X ends with it.
-        std::vector<Action> halves = {a};
+        llvm::SmallVector<Action, 2> halves = {a};
         if (a.kind == ActionKind::ForwardBackward)
           halves = {{ActionKind::Forward, a.stage, a.microbatch},
                     {backward, a.backwardStage, a.backwardMicrobatch}};
