@@ -249,15 +249,15 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
   // Together, the phases order the kinds of their pattern (and F) and the
   // rules the kinds it leaves out.
   if (phases)
-    for (const Policy::Rule &rule : policy.rules)
+    for (const Policy::Rule &rule : policy.rules) {
       if (rule.kind == ActionKind::ForwardBackward)
         return fail(fmt::format(
             "line {}: 'rule X': X starts the next F and B, which the phases "
             "order; beside phases, rules order only the kinds the pattern "
             "leaves out",
             rule.line));
-      else if (rule.kind == ActionKind::Forward ||
-               llvm::is_contained(policy.steady, rule.kind))
+      if (rule.kind == ActionKind::Forward ||
+          llvm::is_contained(policy.steady, rule.kind))
         return fail(fmt::format(
             "line {}: 'rule {}': the phases order {} (warmup, steady '{}'); "
             "beside phases, rules order only the kinds the pattern leaves "
@@ -268,6 +268,7 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
                                          return std::string(1, actionLetter(k));
                                        }),
                        " ")));
+    }
   if (!phases && policy.rules.empty())
     return fail(fmt::format("policy {}: no order: give 'warmup' and "
                             "'steady', or 'rule' lines",
@@ -728,6 +729,9 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                         llvm::toString(c.takeError())));
       return std::optional<int64_t>(*c);
     };
+    const bool anyX = llvm::any_of(policy.rules, [](const Policy::Rule &x) {
+      return x.kind == ActionKind::ForwardBackward;
+    });
     while (remaining > 0) {
       for (int r = 0; r < p; ++r) {
         RankState &st = state[r];
@@ -848,10 +852,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
                 ActionKind::ForwardBackward}) {
             if (!backbone.empty() && k != ActionKind::BackwardWeight)
               continue;
-            if (k == ActionKind::ForwardBackward &&
-                !llvm::any_of(policy.rules, [](const Policy::Rule &x) {
-                  return x.kind == ActionKind::ForwardBackward;
-                }))
+            if (k == ActionKind::ForwardBackward && !anyX)
               continue;
             std::optional<Action> a = head(r, k);
             if (!a)
