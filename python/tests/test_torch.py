@@ -1088,3 +1088,26 @@ def test_the_zbv_policy_runs_torchs_zbv_forwards_and_input_gradients():
                             if re.fullmatch(rf"\d+{kind}\d+", a)]
                 assert only(ours.actions(r)) == only(theirs.actions(r)), \
                     (ranks, n_mb, r, kind)
+
+
+def test_the_interleaved_zb_policy_is_torchs_interleaved_zero_bubble():
+    # examples/policies/interleaved-zb.policy (torch's rounds, warm-up and
+    # `defer W rank`) is torch's ScheduleInterleavedZeroBubble order, action
+    # for action on every rank, read from torch's own class (two stages a
+    # rank), at every point where torch builds it.
+    policy = sc.Policy.from_file(os.path.join(
+        os.path.dirname(__file__), "..", "..", "examples", "policies",
+        "interleaved-zb.policy"))
+    compared = 0
+    for ranks in (2, 3, 4):
+        for n_mb in range(1, 3 * ranks + 1):
+            problem = sct._check._uniform_problem(2 * ranks, ranks, n_mb)
+            theirs = sct.torch_orders(problem).get(
+                "ScheduleInterleavedZeroBubble")
+            if theirs is None:
+                continue
+            ours = sc.schedule(problem, policy=policy)
+            for r in range(ranks):
+                assert ours.actions(r) == theirs.actions(r), (ranks, n_mb, r)
+            compared += 1
+    assert compared >= 20, compared

@@ -166,6 +166,17 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
         policy.requirements.push_back(std::move(*e));
         policy.requirementLines.push_back(line);
       }
+    } else if (word == "defer") {
+      llvm::StringRef body = rest;
+      if (!body.consume_front("W ") || body.trim().empty())
+        return at("expected 'defer W EXPR'");
+      body = body.ltrim();
+      llvm::Expected<PolicyExpr> e =
+          expr(body, line,
+               restAt - 1 + static_cast<int>(rest.size() - body.size()), false);
+      if (!e)
+        return e.takeError();
+      policy.deferW = std::move(*e);
     } else if (word == "steady") {
       llvm::SmallVector<llvm::StringRef> tokens;
       rest.split(tokens, ' ', -1, false);
@@ -226,10 +237,11 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
       policy.params.push_back(p);
       shape.push_back(p.name);
     } else {
-      return at(fmt::format("unknown statement '{}' (policy, placement, "
-                            "group, forwards, backwards, warmup, steady, rule, "
-                            "param, cap, requires)",
-                            word.str()));
+      return at(
+          fmt::format("unknown statement '{}' (policy, placement, "
+                      "group, forwards, backwards, warmup, steady, defer, "
+                      "rule, param, cap, requires)",
+                      word.str()));
     }
   }
   if (policy.name.empty())
@@ -239,6 +251,11 @@ stagecraft::pipe::sched::parsePolicy(llvm::StringRef text) {
     return fail(fmt::format("policy {}: phases need both 'warmup' and "
                             "'steady'",
                             policy.name));
+  if (policy.deferW &&
+      !llvm::is_contained(policy.steady, ActionKind::BackwardWeight))
+    return fail(fmt::format("line {}: 'defer W' needs a steady pattern "
+                            "with W",
+                            policy.lines.at("defer")));
   const bool overlaps =
       llvm::is_contained(policy.steady, ActionKind::ForwardBackward);
   if (overlaps && !policy.rules.empty())
@@ -511,6 +528,19 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
       llvm::Expected<int64_t> w = eval(*policy.warmup, "warmup");
       if (!w)
         return w.takeError();
+      size_t deferred = 0;
+      if (policy.deferW) {
+        llvm::Expected<int64_t> d = eval(*policy.deferW, "defer");
+        if (!d)
+          return d.takeError();
+        if (*d < 0)
+          return failAt(fmt::format("defer W is {} on rank {}: it must be "
+                                    "at least 0",
+                                    *d, r));
+        deferred = static_cast<size_t>(*d);
+      }
+      // The drain after the pattern runs every W left.
+      bool draining = false;
       std::vector<Action> &order = schedule.ranks[r];
       size_t f = 0, b = 0;
       std::deque<Action> pendingW;
@@ -553,7 +583,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
         case ActionKind::BackwardInput:
           return emitB();
         case ActionKind::BackwardWeight:
-          if (pendingW.empty())
+          if (pendingW.empty() || (!draining && pendingW.size() <= deferred))
             return false;
           order.push_back(pendingW.front());
           pendingW.pop_front();
@@ -582,6 +612,7 @@ llvm::Expected<Schedule> stagecraft::pipe::sched::instantiatePolicy(
       // Beside rules, the W the pattern leaves out are the rules' to place.
       while (b < bSeq[r].size() && emit(backward)) {
       }
+      draining = true;
       while (policy.rules.empty() && !pendingW.empty())
         emit(ActionKind::BackwardWeight);
       if (f < fSeq[r].size() || b < bSeq[r].size())

@@ -71,6 +71,10 @@ struct Policy {
   /// Phases.
   std::optional<PolicyExpr> warmup;
   std::vector<ActionKind> steady;
+  /// `defer W EXPR`: in the phases, a W runs only while more than EXPR
+  /// input gradients of the rank wait for theirs (W trails I by EXPR, as
+  /// torch's zero-bubble orders do); the rest run after the last I.
+  std::optional<PolicyExpr> deferW;
   /// Priority rules, in order.
   struct Rule {
     ActionKind kind;

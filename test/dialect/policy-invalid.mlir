@@ -20,7 +20,7 @@ pipe.policy @p {
 
 // Tests that an unknown statement is named.
 pipe.policy @p {
-  // expected-error @below {{unknown statement 'order' (policy, placement, group, forwards, backwards, warmup, steady, rule, param, cap, requires)}}
+  // expected-error @below {{unknown statement 'order' (policy, placement, group, forwards, backwards, warmup, steady, defer, rule, param, cap, requires)}}
   "order F B"
   "steady F B"
 }
@@ -83,4 +83,24 @@ pipe.policy @p {
   "backwards by in_flight"
   "warmup 0"
   "steady F B"
+}
+
+// -----
+
+// Tests that `defer` names the action it defers.
+pipe.policy @p {
+  "warmup 0"
+  "steady F I W"
+  // expected-error @below {{expected 'defer W EXPR'}}
+  "defer I rank"
+}
+
+// -----
+
+// Tests that `defer W` needs a W in the pattern.
+pipe.policy @p {
+  "warmup 0"
+  "steady F B"
+  // expected-error @below {{'defer W' needs a steady pattern with W}}
+  "defer W rank"
 }

@@ -260,8 +260,8 @@ TEST(Policy, BadInputIsALocatedError) {
             "policy x: phases need both 'warmup' and 'steady'");
   EXPECT_EQ(errorOf(parsePolicy("policy x\nfrobnicate 1\n")),
             "line 2: unknown statement 'frobnicate' (policy, placement, "
-            "group, forwards, backwards, warmup, steady, rule, param, cap, "
-            "requires)");
+            "group, forwards, backwards, warmup, steady, defer, rule, param, "
+            "cap, requires)");
 
   Problem problem = uniformProblem(2, 4, 2);
   // A rule that never fires for F: nothing can start.
@@ -643,4 +643,89 @@ TEST(Policy, RulesStartXWhenBothHalvesAreReady) {
   EXPECT_NE(errorOf(instantiatePolicy(split, uniformProblem(2, 4, 2)))
                 .find("both B (or X, whose backward is a B) and I"),
             std::string::npos);
+}
+
+// `defer W EXPR`: in the phases a W runs only while more than EXPR input
+// gradients of the rank wait for theirs; the rest run after the last I.
+// The library's interleaved-zb (torch's ScheduleInterleavedZeroBubble)
+// defers by `rank`: on p 2..6 x m 1..3p x chunks 1..3 where its `requires`
+// holds, every rank r holds at most r unpaid I after its warm-up, runs the
+// W in the order of their I, and ends with min(r + 1, its I) W after its
+// last I (the last I's own W, then the r deferred); rank 0 runs each W right
+// after its I.
+TEST(Policy, DeferWTrailsEachWBehindItsIByTheCount) {
+  const Policy *zb = libraryPolicy("interleaved-zb");
+  ASSERT_NE(zb, nullptr);
+  int points = 0;
+  for (int p = 2; p <= 6; ++p)
+    for (int m = 1; m <= 3 * p; ++m)
+      for (int chunks = 1; chunks <= 3; ++chunks) {
+        Problem problem = uniformProblem(p, m, chunks * p);
+        llvm::Expected<bool> applies = policyApplies(*zb, problem, {});
+        ASSERT_TRUE(bool(applies)) << errorOf(applies.takeError());
+        if (!*applies)
+          continue;
+        ++points;
+        const std::string where =
+            fmt::format("p={} m={} chunks={}", p, m, chunks);
+        llvm::Expected<Schedule> s = instantiatePolicy(*zb, problem);
+        ASSERT_TRUE(bool(s)) << where << ": " << errorOf(s.takeError());
+        for (int r = 0; r < p; ++r) {
+          const std::vector<Action> &order = s->ranks[r];
+          size_t lastI = 0, inputs = 0;
+          for (size_t k = 0; k < order.size(); ++k)
+            if (order[k].kind == ActionKind::BackwardInput) {
+              lastI = k;
+              ++inputs;
+            }
+          std::vector<std::pair<int, int>> unpaid;
+          for (size_t k = 0; k < order.size(); ++k) {
+            const Action &a = order[k];
+            if (a.kind == ActionKind::BackwardInput)
+              unpaid.push_back({a.stage, a.microbatch});
+            else if (a.kind == ActionKind::BackwardWeight) {
+              ASSERT_FALSE(unpaid.empty()) << where;
+              EXPECT_EQ(unpaid.front(), std::make_pair(a.stage, a.microbatch))
+                  << where << " rank " << r;
+              unpaid.erase(unpaid.begin());
+            }
+            if (a.kind != ActionKind::Forward && k < lastI) {
+              EXPECT_LE(unpaid.size(), static_cast<size_t>(r) + 1)
+                  << where << " rank " << r << " at " << shortName(a);
+            }
+          }
+          EXPECT_EQ(order.size() - 1 - lastI,
+                    std::min(inputs, static_cast<size_t>(r) + 1))
+              << where << " rank " << r;
+        }
+      }
+  EXPECT_GT(points, 60);
+}
+
+TEST(Policy, DeferWIsCheckedWhereItIsWritten) {
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 0\nsteady F I W\n"
+                                "defer I 2\n")),
+            "line 4: expected 'defer W EXPR'");
+  EXPECT_EQ(errorOf(parsePolicy("policy x\nwarmup 0\nsteady F B\n"
+                                "defer W 1\n")),
+            "line 4: 'defer W' needs a steady pattern with W");
+  EXPECT_NE(errorOf(parsePolicy("policy x\nwarmup 0\nsteady F I W\n"
+                                "defer W in_flight\n"))
+                .find("line 4, column 9"),
+            std::string::npos);
+  Policy negative = parsed("policy neg\nwarmup ranks - rank - 1\n"
+                           "steady F I W\ndefer W rank - 1\n");
+  EXPECT_EQ(errorOf(instantiatePolicy(negative, uniformProblem(2, 4, 2))),
+            "policy neg at ranks=2 microbatches=4 stages=2: defer W is -1 on "
+            "rank 0: it must be at least 0");
+  // Deferring by 0 is the pattern as written.
+  Policy plain = parsed("policy a\nwarmup ranks - rank - 1\nsteady F I W\n");
+  Policy zero = parsed("policy b\nwarmup ranks - rank - 1\nsteady F I W\n"
+                       "defer W 0\n");
+  Problem problem = uniformProblem(4, 8, 4);
+  llvm::Expected<Schedule> a = instantiatePolicy(plain, problem);
+  llvm::Expected<Schedule> b = instantiatePolicy(zero, problem);
+  ASSERT_TRUE(bool(a)) << errorOf(a.takeError());
+  ASSERT_TRUE(bool(b)) << errorOf(b.takeError());
+  expectSameOrders(*a, *b, "defer W 0");
 }
