@@ -2,8 +2,10 @@
 """torchtitan's own trainer running Stagecraft's plan against its built-in
 schedules: the llama3 debug model, PP = 2 on 2 CPU processes (gloo, one
 thread each), 8 microbatches of 1 at sequence 256, activation
-checkpointing none, computing in fp32 (torchtitan's default bf16 mixed
-precision has no fast path on a CPU without bf16 matrix instructions).
+checkpointing none, computing in fp32: torchtitan computes in
+training.mixed_precision_param (bf16 by default, through the FSDP policy it
+installs even at shard degree 1), which a CPU without bf16 matrix
+instructions runs through torch's reference GEMM loop, as no GPU job does.
 
 Through python/tests/titan_cpu.py, the tests' harness (device cpu, dense
 attention in place of FlexAttention, generated tokenizer and corpus); it
@@ -43,10 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
 BUILTINS = ["1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
             "ZBVZeroBubble", "DualPipeV"]
 SEQ, BATCH, PP = 256, 8, 2
-# torchtitan computes in training.mixed_precision_param (bf16 by default,
-# through the FSDP policy it installs even at shard degree 1); a CPU without
-# bf16 matrix instructions runs that through torch's reference GEMM loop,
-# which no GPU job sees. The profile and every run compute in fp32.
+# The profile and every run compute in fp32 (the docstring says why).
 FP32 = ["--training.mixed_precision_param", "float32"]
 
 
