@@ -85,6 +85,16 @@ void expectSameOrders(const Schedule &a, const Schedule &b,
   }
 }
 
+// Two policies give \p problem the same schedule, rank by rank.
+void expectSamePolicyOrders(const Policy &x, const Policy &y,
+                            const Problem &problem, const std::string &where) {
+  llvm::Expected<Schedule> a = instantiatePolicy(x, problem);
+  llvm::Expected<Schedule> b = instantiatePolicy(y, problem);
+  ASSERT_TRUE(bool(a)) << where << ": " << errorOf(a.takeError());
+  ASSERT_TRUE(bool(b)) << where << ": " << errorOf(b.takeError());
+  expectSameOrders(*a, *b, where);
+}
+
 // The X actions of \p s, each checked to pair a forward and a backward of
 // one rank.
 int overlappedOnOneRank(const Schedule &s, const std::string &where) {
@@ -596,12 +606,7 @@ TEST(Policy, OrderKeysAreCheckedWhereTheyAreWritten) {
                         "steady F B\n");
   Policy reversed = parsed("policy r\ngroup microbatches\nbackwards reversed\n"
                            "warmup microbatches\nsteady F B\n");
-  Problem problem = uniformProblem(4, 8, 4);
-  llvm::Expected<Schedule> a = instantiatePolicy(keyed, problem);
-  llvm::Expected<Schedule> b = instantiatePolicy(reversed, problem);
-  ASSERT_TRUE(bool(a)) << errorOf(a.takeError());
-  ASSERT_TRUE(bool(b)) << errorOf(b.takeError());
-  expectSameOrders(*a, *b, "reversed");
+  expectSamePolicyOrders(keyed, reversed, uniformProblem(4, 8, 4), "reversed");
 }
 
 // `rule X` starts the rank's next forward overlapped with its next backward
@@ -722,10 +727,5 @@ TEST(Policy, DeferWIsCheckedWhereItIsWritten) {
   Policy plain = parsed("policy a\nwarmup ranks - rank - 1\nsteady F I W\n");
   Policy zero = parsed("policy b\nwarmup ranks - rank - 1\nsteady F I W\n"
                        "defer W 0\n");
-  Problem problem = uniformProblem(4, 8, 4);
-  llvm::Expected<Schedule> a = instantiatePolicy(plain, problem);
-  llvm::Expected<Schedule> b = instantiatePolicy(zero, problem);
-  ASSERT_TRUE(bool(a)) << errorOf(a.takeError());
-  ASSERT_TRUE(bool(b)) << errorOf(b.takeError());
-  expectSameOrders(*a, *b, "defer W 0");
+  expectSamePolicyOrders(plain, zero, uniformProblem(4, 8, 4), "defer W 0");
 }
